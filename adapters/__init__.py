@@ -1,0 +1,1 @@
+"""Adapters behind the ports of ``domain.ports``: one module per backend."""

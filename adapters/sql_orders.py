@@ -1,0 +1,227 @@
+"""The orders database (E2): one repository class over any DB-API 2.0 driver.
+
+The SQL uses ``?`` parameters and is valid on SQLite, PostgreSQL and T-SQL alike:
+``INSERT ... SELECT ... WHERE NOT EXISTS`` instead of ``ON CONFLICT``, no ``LIMIT``, no
+``RETURNING``. The embedded profile runs it through stdlib ``sqlite3``; the emulators and Azure
+profiles run the same class through pyodbc. Money is stored in integer minor units so that no
+driver's DECIMAL quirks (SQLite-ODBC returns strings) can change a total.
+"""
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+from domain.errors import RecordNotFound
+from domain.ports import InsertOutcome, OrderLineRow, OrderRow
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, params: Any, /) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    def cursor(self) -> Any: ...
+
+    def commit(self) -> Any: ...
+
+    def rollback(self) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SqlDialect:
+    name: str
+    # stdlib sqlite3 has no DATETIME2: store sortable ISO text there, datetimes elsewhere.
+    datetimes_as_text: bool
+
+
+SQLITE = SqlDialect("sqlite", datetimes_as_text=True)
+
+# DDL is the one part that differs by engine; the other engines' scripts come with their adapters.
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS Orders (
+    OrderID     VARCHAR(64)  NOT NULL PRIMARY KEY,
+    Customer    NVARCHAR(200) NOT NULL,
+    TotalMinor  BIGINT       NOT NULL,
+    StatusQueue VARCHAR(50)  NOT NULL,
+    OrderHash   CHAR(64)     NOT NULL,
+    Status      VARCHAR(32)  NOT NULL,
+    CreatedAt   DATETIME2    NOT NULL,
+    UpdatedAt   DATETIME2    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS OrderLines (
+    OrderID        VARCHAR(64) NOT NULL REFERENCES Orders (OrderID),
+    LineNumber     INT         NOT NULL,
+    Sku            VARCHAR(40) NOT NULL,
+    Quantity       INT         NOT NULL,
+    UnitPriceMinor BIGINT      NOT NULL,
+    PRIMARY KEY (OrderID, LineNumber)
+);
+"""
+
+_INSERT_ORDER = (
+    "INSERT INTO Orders (OrderID, Customer, TotalMinor, StatusQueue, OrderHash, Status,"
+    " CreatedAt, UpdatedAt) SELECT ?, ?, ?, ?, ?, ?, ?, ?"
+    " WHERE NOT EXISTS (SELECT 1 FROM Orders WHERE OrderID = ?)"
+)
+_INSERT_LINE = (
+    "INSERT INTO OrderLines (OrderID, LineNumber, Sku, Quantity, UnitPriceMinor) VALUES (?, ?, ?, ?, ?)"
+)
+_SELECT_ORDER = (
+    "SELECT OrderID, Customer, TotalMinor, StatusQueue, OrderHash, Status, CreatedAt, UpdatedAt"
+    " FROM Orders WHERE OrderID = ?"
+)
+_SELECT_LINES = "SELECT Sku, Quantity, UnitPriceMinor FROM OrderLines WHERE OrderID = ? ORDER BY LineNumber"
+
+# Duplicate-key errors by engine: SQL Server 2627/2601, PostgreSQL 23505, SQLite's own text.
+_DUPLICATE_MARKERS = ("2627", "2601", "23505", "UNIQUE constraint failed", "PRIMARY KEY must be unique")
+
+
+def is_duplicate_key(error: BaseException) -> bool:
+    return type(error).__name__ == "IntegrityError" and any(
+        marker in str(error) for marker in _DUPLICATE_MARKERS
+    )
+
+
+def to_minor(amount: Decimal) -> int:
+    minor = amount * 100
+    if minor != minor.to_integral_value():
+        raise ValueError(f"{amount} has more than two decimal places")
+    return int(minor)
+
+
+def from_minor(minor: object) -> Decimal:
+    return Decimal(int(str(minor))) / 100
+
+
+class SqlOrdersRepository:
+    """Orders over DB-API 2.0. ``connect`` returns a new connection (pooled by the driver)."""
+
+    def __init__(self, connect: Callable[[], Connection], dialect: SqlDialect) -> None:
+        self._connect = connect
+        self._dialect = dialect
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Cursor]:
+        conn = self._connect()
+        try:
+            cursor = conn.cursor()
+            yield cursor
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+    def _dt_param(self, moment: datetime) -> object:
+        utc = moment.astimezone(UTC).replace(tzinfo=None)
+        return utc.isoformat(sep=" ", timespec="microseconds") if self._dialect.datetimes_as_text else utc
+
+    @staticmethod
+    def _dt_value(value: object) -> datetime:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        return moment.replace(tzinfo=UTC)
+
+    def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
+        try:
+            with self._cursor() as cursor:
+                cursor.execute(
+                    _INSERT_ORDER,
+                    (
+                        order.OrderID,
+                        order.Customer,
+                        to_minor(order.Total),
+                        order.StatusQueue,
+                        order.OrderHash,
+                        order.Status,
+                        self._dt_param(order.CreatedAt),
+                        self._dt_param(order.UpdatedAt),
+                        order.OrderID,
+                    ),
+                )
+                created = cursor.rowcount == 1
+                if created:
+                    cursor.executemany(
+                        _INSERT_LINE,
+                        [
+                            (order.OrderID, number, line.Sku, line.Quantity, to_minor(line.UnitPrice))
+                            for number, line in enumerate(order.Lines, start=1)
+                        ],
+                    )
+        except Exception as error:
+            # Two submissions racing past NOT EXISTS: the loser lands here and compares below.
+            if not is_duplicate_key(error):
+                raise
+            created = False
+        if created:
+            return InsertOutcome.CREATED
+        existing = self.get(order.OrderID)
+        if existing is not None and existing.OrderHash == order.OrderHash:
+            return InsertOutcome.EXISTS_MATCHING
+        return InsertOutcome.CONFLICT
+
+    def get(self, order_id: str) -> OrderRow | None:
+        with self._cursor() as cursor:
+            cursor.execute(_SELECT_ORDER, (order_id,))
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            cursor.execute(_SELECT_LINES, (order_id,))
+            lines = cursor.fetchall()
+        order_id_, customer, total, status_queue, order_hash, status, created, updated = row
+        return OrderRow(
+            OrderID=str(order_id_),
+            Customer=str(customer),
+            Total=from_minor(total),
+            StatusQueue=str(status_queue),
+            OrderHash=str(order_hash).strip(),
+            Status=str(status),
+            Lines=tuple(
+                OrderLineRow(Sku=str(sku), Quantity=int(qty), UnitPrice=from_minor(price))
+                for sku, qty, price in lines
+            ),
+            CreatedAt=self._dt_value(created),
+            UpdatedAt=self._dt_value(updated),
+        )
+
+    def update_status(self, order_id: str, status: str, now: datetime) -> None:
+        with self._cursor() as cursor:
+            cursor.execute(
+                "UPDATE Orders SET Status = ?, UpdatedAt = ? WHERE OrderID = ?",
+                (status, self._dt_param(now), order_id),
+            )
+            if cursor.rowcount == 0:
+                raise RecordNotFound(f"no order {order_id}")
+
+
+def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
+    """The embedded profile's orders database: the same class, through stdlib sqlite3."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=30.0)
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    setup = connect()
+    try:
+        setup.execute("PRAGMA journal_mode=WAL")
+        setup.executescript(SQLITE_SCHEMA)
+    finally:
+        setup.close()
+    return SqlOrdersRepository(connect, SQLITE)

@@ -1,0 +1,65 @@
+"""A SQLite database file shared by threads and processes, for the embedded profile.
+
+Each thread gets its own connection (sqlite3 connections must not be shared across threads);
+WAL lets readers run beside the single writer; ``busy_timeout`` makes a writer wait for the
+lock instead of failing, so several processes can use one file safely.
+"""
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BUSY_TIMEOUT_SECONDS = 30.0
+
+
+class SqliteDatabase:
+    def __init__(self, path: str | Path, schema: str) -> None:
+        if str(path) == ":memory:":
+            raise ValueError("the embedded stores need a file: ':memory:' is private to one connection")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+        # executescript commits on its own; the DDL is IF NOT EXISTS, so racing processes agree.
+        self.connection().executescript(schema)
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            # isolation_level=None: no implicit transactions; ``transaction`` opens them explicitly.
+            # check_same_thread=False only so that ``close`` may close every thread's connection.
+            conn = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed write survives a crash of the machine, not only of the process (C4).
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the write lock up front (no upgrade deadlocks)."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._opened_lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+        self._local = threading.local()

@@ -1,0 +1,174 @@
+"""The embedded state store: state records in SQLite with real ETag semantics.
+
+Every write gets a new ETag; ``replace`` is one ``UPDATE ... WHERE etag = ?`` statement, so of
+any number of threads or processes presenting the same ETag exactly one wins, as with
+Cosmos DB's If-Match. The columns beside the JSON body exist only for the two indexed
+queries: the Supervisor's expired window and the starter's claimable list.
+"""
+
+import base64
+import json
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from adapters.sqlite_db import SqliteDatabase
+from domain.errors import PreconditionFailed, RecordNotFound
+from domain.ports import Created, Page, Stored
+from domain.record import StateRecord, from_document, to_document
+from domain.states import ProcessState
+from domain.timestamps import format_ts
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS state_records (
+    order_id      TEXT PRIMARY KEY,
+    etag          TEXT NOT NULL,
+    process_state TEXT NOT NULL,
+    locked_by     TEXT,
+    complete_by   TEXT,
+    not_before    TEXT,
+    created_at    TEXT NOT NULL,
+    doc           TEXT NOT NULL
+);
+-- The Supervisor's window: only locked records have a CompleteBy, so healthy finished or
+-- waiting records are not in this index at all and cost the scan nothing.
+CREATE INDEX IF NOT EXISTS ix_state_expiry
+    ON state_records (complete_by, order_id) WHERE complete_by IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ix_state_claimable
+    ON state_records (created_at, order_id) WHERE process_state = 'Pending';
+CREATE INDEX IF NOT EXISTS ix_state_process_state ON state_records (process_state);
+"""
+
+_LOCKED = (ProcessState.PROCESSING.value, ProcessState.COMPENSATING.value)
+
+
+def _new_etag() -> str:
+    return f'"{uuid.uuid4()}"'
+
+
+def _columns(record: StateRecord) -> tuple[Any, ...]:
+    doc = to_document(record)
+    return (
+        doc["ProcessState"],
+        doc["LockedBy"],
+        doc["CompleteBy"],
+        doc["NotBefore"],
+        doc["CreatedAt"],
+        json.dumps(doc, separators=(",", ":")),
+    )
+
+
+def _encode_token(complete_by: str, order_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([complete_by, order_id]).encode()).decode()
+
+
+def _decode_token(token: str) -> tuple[str, str]:
+    try:
+        complete_by, order_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(complete_by), str(order_id)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"invalid continuation token {token!r:.60}") from error
+
+
+class SqliteStateStore:
+    def __init__(self, path: str | Path) -> None:
+        self._db = SqliteDatabase(path, SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def create_if_absent(self, record: StateRecord) -> Created:
+        etag = _new_etag()
+        with self._db.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO state_records (order_id, etag, process_state, locked_by,"
+                " complete_by, not_before, created_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                (record.OrderID, etag, *_columns(record)),
+            )
+            if cursor.rowcount == 1:
+                return Created(Stored(record, etag), created=True)
+            row = conn.execute(
+                "SELECT etag, doc FROM state_records WHERE order_id = ?", (record.OrderID,)
+            ).fetchone()
+        return Created(Stored(from_document(json.loads(row[1])), row[0]), created=False)
+
+    def get(self, order_id: str) -> Stored | None:
+        row = (
+            self._db.connection()
+            .execute("SELECT etag, doc FROM state_records WHERE order_id = ?", (order_id,))
+            .fetchone()
+        )
+        return None if row is None else Stored(from_document(json.loads(row[1])), row[0])
+
+    def replace(self, record: StateRecord, etag: str) -> Stored:
+        new_etag = _new_etag()
+        state, locked_by, complete_by, not_before, _created, doc = _columns(record)
+        conn = self._db.connection()
+        cursor = conn.execute(
+            "UPDATE state_records SET etag = ?, process_state = ?, locked_by = ?,"
+            " complete_by = ?, not_before = ?, doc = ? WHERE order_id = ? AND etag = ?",
+            (new_etag, state, locked_by, complete_by, not_before, doc, record.OrderID, etag),
+        )
+        if cursor.rowcount == 1:
+            return Stored(record, new_etag)
+        exists = conn.execute("SELECT 1 FROM state_records WHERE order_id = ?", (record.OrderID,)).fetchone()
+        if exists is None:
+            raise RecordNotFound(f"no state record for order {record.OrderID}")
+        raise PreconditionFailed(f"state record {record.OrderID} changed since ETag {etag}")
+
+    def query_claimable(self, now: datetime, limit: int) -> list[Stored]:
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT etag, doc FROM state_records WHERE process_state = 'Pending'"
+                " AND locked_by IS NULL AND (not_before IS NULL OR not_before <= ?)"
+                " ORDER BY created_at, order_id LIMIT ?",
+                (format_ts(now), limit),
+            )
+            .fetchall()
+        )
+        return [Stored(from_document(json.loads(doc)), etag) for etag, doc in rows]
+
+    def query_expired(
+        self,
+        window_start: datetime,
+        now: datetime,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page:
+        # Keyset paging on (complete_by, order_id): a token stays valid while records change.
+        after = _decode_token(continuation) if continuation else ("", "")
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT etag, doc, complete_by, order_id FROM state_records"
+                " WHERE complete_by >= ? AND complete_by < ?"
+                " AND process_state IN (?, ?)"
+                " AND (complete_by, order_id) > (?, ?)"
+                " ORDER BY complete_by, order_id LIMIT ?",
+                (format_ts(window_start), format_ts(now), *_LOCKED, *after, page_size + 1),
+            )
+            .fetchall()
+        )
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        items = [Stored(from_document(json.loads(doc)), etag) for etag, doc, _, _ in rows]
+        token = _encode_token(rows[-1][2], rows[-1][3]) if more else None
+        # One read for the page plus one per row: the rows the index range handed back.
+        return Page(items=items, continuation=token, cost=float(1 + len(rows)))
+
+    def count_in_states(self, states: frozenset[ProcessState]) -> int:
+        if not states:
+            return 0
+        marks = ", ".join("?" for _ in states)
+        row = (
+            self._db.connection()
+            .execute(
+                f"SELECT COUNT(*) FROM state_records WHERE process_state IN ({marks})",
+                tuple(s.value for s in states),
+            )
+            .fetchone()
+        )
+        return int(row[0])

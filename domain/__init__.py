@@ -1,0 +1,1 @@
+"""Pure domain of the Scheduler Agent Supervisor pattern: no Azure, no I/O."""

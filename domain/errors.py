@@ -1,0 +1,41 @@
+"""Typed errors of the domain and of the ports."""
+
+
+class DomainError(Exception):
+    """Base of every error the domain raises on purpose."""
+
+
+class IllegalTransition(DomainError):
+    """The record's state does not allow this move."""
+
+
+class FencedOut(IllegalTransition):
+    """The caller's attempt no longer owns the record (E5): LockedBy names another attempt."""
+
+
+class NotClaimable(IllegalTransition):
+    """The record is not Pending, is locked, or is cooling down (NotBefore in the future)."""
+
+
+class NotExpired(IllegalTransition):
+    """The Supervisor asked to recover a record whose CompleteBy has not passed."""
+
+
+class RetryBudgetExhausted(IllegalTransition):
+    """The step has used every remote call the Scheduler's budget allows (C2)."""
+
+
+class UnsupportedSchemaVersion(DomainError):
+    """A stored record was written by a newer schema than this code understands (C7)."""
+
+
+class InvalidOrderId(DomainError):
+    """An OrderID that cannot be used safely in instance IDs, message IDs or keys."""
+
+
+class PreconditionFailed(DomainError):
+    """A conditional write lost: the ETag no longer matches (another writer got there first)."""
+
+
+class RecordNotFound(DomainError):
+    """The state record does not exist."""

@@ -1,0 +1,178 @@
+"""Message contracts (design.md §4), validated at every boundary.
+
+A message that fails validation is dead-lettered with the reason these models give; nothing
+here retries. Field names follow the state record's PascalCase so one vocabulary runs from
+the queue to the store.
+"""
+
+import hashlib
+import json
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+from domain.ids import ORDER_ID_PATTERN
+
+# Service Bus standard tier caps a message at 256 KB; stay well inside it.
+MAX_MESSAGE_BYTES = 64 * 1024
+
+OrderId = Annotated[str, StringConstraints(pattern=ORDER_ID_PATTERN.pattern)]
+QueueName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,49}$")]
+StepName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$")]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000000"), decimal_places=2)]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=4000)
+
+
+class OrderLine(_Message):
+    Sku: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")]
+    Quantity: int = Field(ge=1, le=10_000)
+    UnitPrice: Money
+
+
+class OrderSubmission(_Message):
+    """What a submitting app puts on the orders queue (E1)."""
+
+    OrderID: OrderId
+    Customer: ShortText
+    Lines: list[OrderLine] = Field(min_length=1, max_length=100)
+    Total: Money
+    StatusQueue: QueueName
+    SubmittedAt: AwareDatetime
+
+    @model_validator(mode="after")
+    def _total_matches_lines(self) -> "OrderSubmission":
+        expected = sum((line.UnitPrice * line.Quantity for line in self.Lines), Decimal(0))
+        if expected != self.Total:
+            raise ValueError(f"Total {self.Total} does not equal the sum of the lines {expected}")
+        return self
+
+    def immutable_data(self) -> dict[str, Any]:
+        """The part of an order that a repeat of the same submission must not change.
+
+        SubmittedAt is left out on purpose: a client that re-sends an order stamps it anew.
+        """
+        return {
+            "OrderID": self.OrderID,
+            "Customer": self.Customer,
+            "Lines": [
+                {"Sku": line.Sku, "Quantity": line.Quantity, "UnitPrice": str(line.UnitPrice)}
+                for line in self.Lines
+            ],
+            "Total": str(self.Total),
+            "StatusQueue": self.StatusQueue,
+        }
+
+    def order_hash(self) -> str:
+        """sha256 of the canonical JSON of the immutable data (C6, E2)."""
+        canonical = json.dumps(self.immutable_data(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class AgentRequest(_Message):
+    """Scheduler → Agent (R2): the work, its deadline and its share of the retry budget."""
+
+    RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    InstanceID: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    OrderID: OrderId
+    Step: StepName
+    IdempotencyKey: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    Payload: dict[str, Any] = Field(default_factory=dict)
+    CompleteBy: AwareDatetime
+    MaxAttempts: int = Field(ge=1, le=100)
+
+
+class AgentOutcome(StrEnum):
+    OK = "ok"
+    TRANSIENT_EXHAUSTED = "transient-exhausted"
+    PERMANENT = "permanent"
+
+
+class AgentReply(_Message):
+    """Agent → Scheduler (E9): raised as the event ``AgentReply.<Step>`` on the instance."""
+
+    RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    InstanceID: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    Step: StepName
+    Outcome: AgentOutcome
+    Result: dict[str, Any] | None = None
+    Error: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    Attempts: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _error_iff_not_ok(self) -> "AgentReply":
+        if (self.Outcome is AgentOutcome.OK) == (self.Error is not None):
+            raise ValueError("Error must be set exactly when Outcome is not 'ok'")
+        return self
+
+
+class OrderStatus(StrEnum):
+    RECEIVED = "received"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation-failed"
+
+
+class StatusMessage(_Message):
+    """Scheduler → the submitting app's own status queue (E16)."""
+
+    OrderID: OrderId
+    Status: OrderStatus
+    At: AwareDatetime
+    Detail: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+class OperatorAlert(_Message):
+    """Something a person must look at (E2, E12, E15, C11). ``Event`` is stable: alert rules match it."""
+
+    Event: Literal[
+        "SubmissionRejected",
+        "OrderFailed",
+        "RecoveryGaveUp",
+        "CompensationFailed",
+        "OrderCompensated",
+    ]
+    OrderID: str | None = None
+    Reason: Annotated[str, StringConstraints(max_length=2000)]
+    At: AwareDatetime
+
+
+class InvalidMessage(ValueError):
+    """A message body that is not a valid contract; ``reason`` goes into the dead-letter reason."""
+
+    def __init__(self, reason: str, description: str) -> None:
+        super().__init__(f"{reason}: {description}")
+        self.reason = reason
+        self.description = description
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_message(model: type[M], body: bytes | str) -> M:
+    """Parse and validate a message body, or raise ``InvalidMessage`` with a dead-letter reason."""
+    raw = body.encode() if isinstance(body, str) else body
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise InvalidMessage("MessageTooLarge", f"{len(raw)} bytes > {MAX_MESSAGE_BYTES}")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<body>'}: {e['msg']}" for e in error.errors()[:10]
+        )
+        raise InvalidMessage("InvalidSchema", f"{model.__name__}: {details}") from None

@@ -1,0 +1,67 @@
+"""Timing and retry policy of the Scheduler and the Supervisor (R7, C2, C3, C9)."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True)
+class RecoveryPolicy:
+    """The Supervisor's two-tier retry policy for a step whose CompleteBy expired (R7, E15).
+
+    The first ``quick_retries`` expiries of a step go straight back to Pending; the next
+    ``extended_retries`` go back to Pending with ``NotBefore = now + cooldown``, so a fault
+    that lasts minutes can clear; the expiry after that gives up (Error, or
+    CompensationFailed for a compensation) and alerts an operator.
+    """
+
+    quick_retries: int = 2
+    extended_retries: int = 2
+    cooldown: timedelta = timedelta(minutes=5)
+
+    def __post_init__(self) -> None:
+        if self.quick_retries < 0 or self.extended_retries < 0:
+            raise ValueError("retry counts must not be negative")
+        if self.cooldown <= timedelta(0):
+            raise ValueError("cooldown must be positive")
+
+    @property
+    def max_attempts_per_step(self) -> int:
+        """How many times one step can be started: the first run plus every retry."""
+        return 1 + self.quick_retries + self.extended_retries
+
+
+@dataclass(frozen=True)
+class SchedulerPolicy:
+    """Everything that bounds time and work per order. Defaults suit the demo."""
+
+    # Between a claim (or a finished step) and the next step's own CompleteBy: covers the
+    # starter dying between the claim and start_new, and an orchestration lost between steps.
+    start_grace: timedelta = timedelta(seconds=60)
+    step_timeout: timedelta = timedelta(seconds=30)
+    # End-to-end budget of remote calls per step, owned by the Scheduler (C2).
+    max_calls_per_step: int = 12
+    recovery: RecoveryPolicy = RecoveryPolicy()
+
+    def __post_init__(self) -> None:
+        if self.start_grace <= timedelta(0) or self.step_timeout <= timedelta(0):
+            raise ValueError("start_grace and step_timeout must be positive")
+        # Durable timers are capped; keep every CompleteBy far below that (design.md §7).
+        if max(self.start_grace, self.step_timeout) > timedelta(days=1):
+            raise ValueError("start_grace and step_timeout must be at most one day")
+        if self.max_calls_per_step < 1:
+            raise ValueError("max_calls_per_step must be at least 1")
+
+
+@dataclass(frozen=True)
+class SupervisorScan:
+    """Bounds of one Supervisor run (E13, C9)."""
+
+    lookback: timedelta = timedelta(days=7)
+    page_size: int = 100
+    max_per_run: int = 500
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1 or self.max_per_run < 1:
+            raise ValueError("page_size and max_per_run must be at least 1")
+        if self.lookback <= timedelta(0):
+            raise ValueError("lookback must be positive")

@@ -1,0 +1,152 @@
+"""Ports: what the services need from the outside world, as small Protocols.
+
+Each has an embedded adapter (SQLite) and, later, an Azure one; ``tests/contract`` runs one
+suite of assertions over every adapter of a port.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Protocol
+
+from domain.record import StateRecord
+from domain.states import ProcessState
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A record as read from the store, with the ETag a conditional replace must present."""
+
+    record: StateRecord
+    etag: str
+
+
+@dataclass(frozen=True)
+class Created:
+    stored: Stored
+    created: bool  # False: a record with that OrderID already existed and ``stored`` is it
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Stored]
+    continuation: str | None
+    # What the page cost the store: request units on Cosmos, rows examined on SQLite.
+    cost: float
+
+
+class StateStore(Protocol):
+    def create_if_absent(self, record: StateRecord) -> Created: ...
+
+    def get(self, order_id: str) -> Stored | None: ...
+
+    def replace(self, record: StateRecord, etag: str) -> Stored:
+        """Write ``record`` only if the stored ETag is still ``etag``.
+
+        Raises ``PreconditionFailed`` if it is not, ``RecordNotFound`` if there is no record.
+        """
+        ...
+
+    def query_claimable(self, now: datetime, limit: int) -> list[Stored]:
+        """Pending, unlocked records whose NotBefore has passed, oldest first."""
+        ...
+
+    def query_expired(
+        self,
+        window_start: datetime,
+        now: datetime,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page:
+        """Processing/Compensating records with ``window_start <= CompleteBy < now``, by CompleteBy."""
+        ...
+
+    def count_in_states(self, states: frozenset[ProcessState]) -> int: ...
+
+
+@dataclass(frozen=True)
+class OrderLineRow:
+    Sku: str
+    Quantity: int
+    UnitPrice: Decimal
+
+
+@dataclass(frozen=True)
+class OrderRow:
+    """The application record in the orders database."""
+
+    OrderID: str
+    Customer: str
+    Total: Decimal
+    StatusQueue: str
+    OrderHash: str
+    Status: str
+    Lines: tuple[OrderLineRow, ...]
+    CreatedAt: datetime
+    UpdatedAt: datetime
+
+
+class InsertOutcome(StrEnum):
+    CREATED = "created"
+    EXISTS_MATCHING = "exists-matching"
+    CONFLICT = "conflict"
+
+
+class OrdersRepository(Protocol):
+    def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
+        """Insert the order; an existing one with the same OrderHash is a match, else a conflict."""
+        ...
+
+    def get(self, order_id: str) -> OrderRow | None: ...
+
+    def update_status(self, order_id: str, status: str, now: datetime) -> None:
+        """Raises ``RecordNotFound`` for an unknown order."""
+        ...
+
+
+class CompensationOutcome(StrEnum):
+    COMPENSATED = "Compensated"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class CompensationEntry:
+    """One completed step's way back (R9). Holds references only, never personal or card data (C5)."""
+
+    OrderID: str
+    Sequence: int  # the step's position in the workflow: entries sort by it
+    Step: str
+    Action: str
+    Data: dict[str, str]
+    RecordedAt: datetime
+    Outcome: CompensationOutcome | None = None
+    OutcomeAt: datetime | None = None
+    Error: str | None = None
+
+
+class CompensationLog(Protocol):
+    def append(self, entry: CompensationEntry) -> CompensationEntry:
+        """Add the entry; a repeat for the same (OrderID, Step) returns the stored one unchanged."""
+        ...
+
+    def entries(self, order_id: str) -> list[CompensationEntry]:
+        """Newest first: the order compensations run in."""
+        ...
+
+    def record_outcome(
+        self,
+        order_id: str,
+        step: str,
+        outcome: CompensationOutcome,
+        now: datetime,
+        error: str | None = None,
+    ) -> CompensationEntry:
+        """Raises ``RecordNotFound`` if there is no entry for that step."""
+        ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """Timezone-aware UTC now."""
+        ...

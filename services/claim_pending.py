@@ -1,0 +1,67 @@
+"""The starter's claim (E4) with admission control on orders in flight (C3)."""
+
+from dataclasses import dataclass, field
+
+from domain import transitions
+from domain.errors import NotClaimable, PreconditionFailed
+from domain.policy import SchedulerPolicy
+from domain.ports import Clock, StateStore, Stored
+from domain.states import LOCKED_STATES
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A record this starter now owns: start ``WorkflowVersion``'s orchestrator as ``instance_id``."""
+
+    stored: Stored
+
+    @property
+    def order_id(self) -> str:
+        return self.stored.record.OrderID
+
+    @property
+    def instance_id(self) -> str:
+        locked_by = self.stored.record.LockedBy
+        assert locked_by is not None  # a claimed record is always locked
+        return locked_by
+
+    @property
+    def workflow_version(self) -> str:
+        return self.stored.record.WorkflowVersion
+
+
+@dataclass(frozen=True)
+class ClaimReport:
+    claims: list[Claim] = field(default_factory=list)
+    lost: int = 0  # candidates another starter claimed first
+    in_flight: int = 0  # orders in flight before this run
+    capacity: int = 0  # how many this run was allowed to claim
+
+
+def claim_pending(
+    states: StateStore,
+    clock: Clock,
+    policy: SchedulerPolicy,
+    *,
+    max_in_flight: int,
+    batch_size: int,
+) -> ClaimReport:
+    """Claim up to ``batch_size`` claimable records, never past ``max_in_flight`` in flight.
+
+    Each claim is a conditional replace on the ETag read by the query, so two starters can
+    never both claim one attempt; the loser just moves on.
+    """
+    in_flight = states.count_in_states(LOCKED_STATES)
+    capacity = max(0, min(batch_size, max_in_flight - in_flight))
+    if capacity == 0:
+        return ClaimReport(in_flight=in_flight, capacity=0)
+    now = clock.now()
+    claims: list[Claim] = []
+    lost = 0
+    for candidate in states.query_claimable(now, capacity):
+        try:
+            claimed = transitions.claim(candidate.record, now=now, policy=policy)
+            claims.append(Claim(states.replace(claimed, candidate.etag)))
+        except (PreconditionFailed, NotClaimable):
+            lost += 1
+    return ClaimReport(claims=claims, lost=lost, in_flight=in_flight, capacity=capacity)

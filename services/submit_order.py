@@ -1,0 +1,99 @@
+"""Submission (E2, C6): write the order and its state record, each idempotently.
+
+The two writes share no transaction. Both are keyed by the OrderID and compared by the
+hash of the immutable order data, so a redelivered message repeats them safely and a crash
+between them is repaired by the redelivery; a different order under a known OrderID is a
+conflict, reported and never written over.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from domain import transitions
+from domain.messages import OrderSubmission
+from domain.policy import SchedulerPolicy
+from domain.ports import Clock, InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, StateStore
+from domain.record import StateRecord
+
+ORDER_STATUS_RECEIVED = "Received"
+
+
+class SubmitOutcome(StrEnum):
+    ACCEPTED = "accepted"  # this call wrote at least one of the two records
+    DUPLICATE = "duplicate"  # both records already existed with the same data: a repeat
+    CONFLICT = "conflict"  # the OrderID is taken by different order data
+    REJECTED = "rejected"  # the submission is not allowed (e.g. a status queue not its own)
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    outcome: SubmitOutcome
+    order_id: str
+    reason: str | None = None
+    record: StateRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (SubmitOutcome.ACCEPTED, SubmitOutcome.DUPLICATE)
+
+
+def submit_order(
+    submission: OrderSubmission,
+    *,
+    orders: OrdersRepository,
+    states: StateStore,
+    clock: Clock,
+    policy: SchedulerPolicy,
+    allowed_status_queues: frozenset[str],
+) -> SubmitResult:
+    order_id = submission.OrderID
+    if submission.StatusQueue not in allowed_status_queues:
+        return SubmitResult(
+            SubmitOutcome.REJECTED,
+            order_id,
+            f"StatusQueue {submission.StatusQueue!r} is not a registered status queue",
+        )
+    now = clock.now()
+    order_hash = submission.order_hash()
+    inserted = orders.insert_if_absent(
+        OrderRow(
+            OrderID=order_id,
+            Customer=submission.Customer,
+            Total=submission.Total,
+            StatusQueue=submission.StatusQueue,
+            OrderHash=order_hash,
+            Status=ORDER_STATUS_RECEIVED,
+            Lines=tuple(
+                OrderLineRow(Sku=line.Sku, Quantity=line.Quantity, UnitPrice=line.UnitPrice)
+                for line in submission.Lines
+            ),
+            CreatedAt=now,
+            UpdatedAt=now,
+        )
+    )
+    if inserted is InsertOutcome.CONFLICT:
+        return SubmitResult(
+            SubmitOutcome.CONFLICT,
+            order_id,
+            f"order {order_id} already exists in the orders database with different data",
+        )
+    created = states.create_if_absent(
+        transitions.create(
+            order_id,
+            status_queue=submission.StatusQueue,
+            order_hash=order_hash,
+            now=now,
+            policy=policy,
+        )
+    )
+    stored = created.stored.record
+    if not created.created and stored.OrderHash != order_hash:
+        return SubmitResult(
+            SubmitOutcome.CONFLICT,
+            order_id,
+            f"order {order_id} already has a state record for different data",
+            stored,
+        )
+    if created.created or inserted is InsertOutcome.CREATED:
+        return SubmitResult(SubmitOutcome.ACCEPTED, order_id, record=stored)
+    return SubmitResult(SubmitOutcome.DUPLICATE, order_id, record=stored)

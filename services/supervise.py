@@ -1,0 +1,66 @@
+"""The Supervisor (E13-E15, R6-R7): bounded scans for expired work, recovered exactly once.
+
+A run reads the ``CompleteBy`` window ``[now - lookback, now)`` page by page, following
+continuation tokens, and stops at ``max_per_run`` records; it reports the store's cost of
+every page (E13). Each recovery is a conditional replace on the ETag the scan read, which pins
+the expired ``LockedBy``: of two Supervisors on one record exactly one wins (R10).
+"""
+
+from dataclasses import dataclass, field
+
+from domain import transitions
+from domain.errors import IllegalTransition, PreconditionFailed
+from domain.policy import RecoveryPolicy, SupervisorScan
+from domain.ports import Clock, StateStore
+from domain.transitions import Recovery, RecoveryOutcome
+
+
+@dataclass
+class SupervisionReport:
+    recovered: list[Recovery] = field(default_factory=list)  # back to Pending (now or later)
+    gave_up: list[Recovery] = field(default_factory=list)  # Error / CompensationFailed: alert
+    lost: int = 0  # records another writer changed first
+    scanned: int = 0
+    pages: int = 0
+    cost: float = 0.0
+    truncated: bool = False  # max_per_run reached with more expired records left
+
+
+def supervise(
+    states: StateStore, clock: Clock, policy: RecoveryPolicy, scan: SupervisorScan
+) -> SupervisionReport:
+    now = clock.now()
+    report = SupervisionReport()
+    token: str | None = None
+    while report.scanned < scan.max_per_run:
+        page = states.query_expired(
+            now - scan.lookback,
+            now,
+            min(scan.page_size, scan.max_per_run - report.scanned),
+            token,
+        )
+        report.pages += 1
+        report.cost += page.cost
+        report.scanned += len(page.items)
+        for item in page.items:
+            expired_by = item.record.LockedBy
+            if expired_by is None:
+                report.lost += 1
+                continue
+            try:
+                recovery = transitions.recover_expired(
+                    item.record, expected_locked_by=expired_by, now=now, policy=policy
+                )
+                states.replace(recovery.record, item.etag)
+            except (PreconditionFailed, IllegalTransition):
+                report.lost += 1
+                continue
+            if recovery.outcome is RecoveryOutcome.GAVE_UP:
+                report.gave_up.append(recovery)
+            else:
+                report.recovered.append(recovery)
+        token = page.continuation
+        if token is None:
+            break
+    report.truncated = token is not None
+    return report

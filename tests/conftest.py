@@ -1,0 +1,38 @@
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from adapters.clock import ManualClock
+from domain.messages import OrderLine, OrderSubmission
+from domain.policy import SchedulerPolicy
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def policy() -> SchedulerPolicy:
+    return SchedulerPolicy()
+
+
+def make_submission(
+    order_id: str = "order-1",
+    *,
+    quantity: int = 2,
+    status_queue: str = "status-app-a",
+    submitted_at: datetime = T0,
+) -> OrderSubmission:
+    price = Decimal("12.50")
+    return OrderSubmission(
+        OrderID=order_id,
+        Customer="Contoso",
+        Lines=[OrderLine(Sku="SKU-1", Quantity=quantity, UnitPrice=price)],
+        Total=price * quantity,
+        StatusQueue=status_queue,
+        SubmittedAt=submitted_at,
+    )
