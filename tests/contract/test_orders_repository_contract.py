@@ -1,0 +1,84 @@
+"""The OrdersRepository contract: insert-if-absent, compare, never overwrite."""
+
+import threading
+from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from domain.errors import RecordNotFound
+from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository
+from tests.conftest import T0
+
+
+def order(order_id: str = "o-1", *, order_hash: str = "a" * 64) -> OrderRow:
+    return OrderRow(
+        OrderID=order_id,
+        Customer="Contoso Ltd",
+        Total=Decimal("30.05"),
+        StatusQueue="status-app-a",
+        OrderHash=order_hash,
+        Status="Received",
+        Lines=(
+            OrderLineRow(Sku="SKU-1", Quantity=1, UnitPrice=Decimal("10.05")),
+            OrderLineRow(Sku="SKU-2", Quantity=2, UnitPrice=Decimal("10.00")),
+        ),
+        CreatedAt=T0,
+        UpdatedAt=T0,
+    )
+
+
+def test_insert_then_get_round_trips_exact_values(orders_repository: OrdersRepository) -> None:
+    assert orders_repository.insert_if_absent(order()) is InsertOutcome.CREATED
+    assert orders_repository.get("o-1") == order()
+    assert orders_repository.get("unknown") is None
+
+
+def test_a_repeat_with_the_same_data_is_a_match(orders_repository: OrdersRepository) -> None:
+    orders_repository.insert_if_absent(order())
+    later = replace(order(), CreatedAt=T0 + timedelta(hours=1), UpdatedAt=T0 + timedelta(hours=1))
+    assert orders_repository.insert_if_absent(later) is InsertOutcome.EXISTS_MATCHING
+    assert orders_repository.get("o-1") == order()
+
+
+def test_different_data_under_the_same_id_is_a_conflict_and_changes_nothing(
+    orders_repository: OrdersRepository,
+) -> None:
+    orders_repository.insert_if_absent(order())
+    other = replace(
+        order(order_hash="b" * 64),
+        Customer="Fabrikam",
+        Lines=(OrderLineRow(Sku="SKU-9", Quantity=9, UnitPrice=Decimal("1.00")),),
+    )
+    assert orders_repository.insert_if_absent(other) is InsertOutcome.CONFLICT
+    assert orders_repository.get("o-1") == order()
+
+
+def test_concurrent_inserts_of_one_order_create_it_once(orders_repository: OrdersRepository) -> None:
+    barrier = threading.Barrier(10)
+    outcomes: list[InsertOutcome] = []
+
+    def insert() -> None:
+        barrier.wait()
+        outcomes.append(orders_repository.insert_if_absent(order()))
+
+    threads = [threading.Thread(target=insert) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count(InsertOutcome.CREATED) == 1
+    assert outcomes.count(InsertOutcome.EXISTS_MATCHING) == 9
+    stored = orders_repository.get("o-1")
+    assert stored is not None and len(stored.Lines) == 2
+
+
+def test_update_status(orders_repository: OrdersRepository) -> None:
+    orders_repository.insert_if_absent(order())
+    orders_repository.update_status("o-1", "Confirmed", T0 + timedelta(minutes=3))
+    stored = orders_repository.get("o-1")
+    assert stored is not None
+    assert stored.Status == "Confirmed" and stored.UpdatedAt == T0 + timedelta(minutes=3)
+    with pytest.raises(RecordNotFound):
+        orders_repository.update_status("unknown", "Confirmed", T0)

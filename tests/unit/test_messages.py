@@ -1,0 +1,83 @@
+"""Message contracts: what is accepted, and the reasons for what is not."""
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from domain.errors import InvalidOrderId
+from domain.ids import idempotency_key, instance_id, request_message_id, validate_order_id
+from domain.messages import (
+    MAX_MESSAGE_BYTES,
+    AgentReply,
+    InvalidMessage,
+    OrderSubmission,
+    parse_message,
+)
+from tests.conftest import T0, make_submission
+
+
+def body(**changes: object) -> str:
+    data = json.loads(make_submission().model_dump_json())
+    data.update(changes)
+    return json.dumps(data)
+
+
+def test_a_valid_submission_parses() -> None:
+    parsed = parse_message(OrderSubmission, body())
+    assert parsed == make_submission()
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"OrderID": "a/b"}, "OrderID"),
+        ({"OrderID": "x" * 65}, "OrderID"),
+        ({"OrderID": "bad?id"}, "OrderID"),
+        ({"Total": "99.00"}, "does not equal the sum"),
+        ({"StatusQueue": "Not A Queue"}, "StatusQueue"),
+        ({"Lines": []}, "Lines"),
+        ({"Unexpected": 1}, "Unexpected"),
+        ({"SubmittedAt": "2026-01-01T00:00:00"}, "SubmittedAt"),
+    ],
+)
+def test_invalid_submissions_are_refused_with_a_reason(changes: dict[str, object], fragment: str) -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message(OrderSubmission, body(**changes))
+    assert caught.value.reason == "InvalidSchema"
+    assert fragment in caught.value.description
+
+
+def test_malformed_and_oversized_bodies_are_refused() -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message(OrderSubmission, b"\xff{not json")
+    assert caught.value.reason == "InvalidSchema"
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message(OrderSubmission, b" " * (MAX_MESSAGE_BYTES + 1))
+    assert caught.value.reason == "MessageTooLarge"
+
+
+def test_the_order_hash_covers_the_immutable_data_only() -> None:
+    base = make_submission()
+    assert make_submission(submitted_at=T0 + timedelta(hours=1)).order_hash() == base.order_hash()
+    assert make_submission(quantity=3).order_hash() != base.order_hash()
+    assert make_submission(status_queue="status-app-b").order_hash() != base.order_hash()
+
+
+def test_an_agent_reply_has_an_error_exactly_when_it_failed() -> None:
+    ok = {"RequestID": "r", "InstanceID": "o-1-1", "Step": "Reserve", "Outcome": "ok"}
+    assert parse_message(AgentReply, json.dumps(ok)).Error is None
+    with pytest.raises(InvalidMessage):
+        parse_message(AgentReply, json.dumps({**ok, "Outcome": "permanent"}))
+    with pytest.raises(InvalidMessage):
+        parse_message(AgentReply, json.dumps({**ok, "Error": "boom"}))
+
+
+def test_identifiers_derived_from_the_order_id() -> None:
+    assert validate_order_id("Order_42-a") == "Order_42-a"
+    for bad in ("", "-lead", "a:b", "a#b", "a\nb", "ü"):
+        with pytest.raises(InvalidOrderId):
+            validate_order_id(bad)
+    assert instance_id("o-1", 3) == "o-1-3"
+    assert idempotency_key("o-1", "Charge") == "o-1:Charge"
+    assert request_message_id("o-1-3", "Charge") == "o-1-3:Charge"

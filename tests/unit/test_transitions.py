@@ -1,0 +1,224 @@
+"""The state machine, one transition at a time."""
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from domain import transitions as t
+from domain.errors import (
+    FencedOut,
+    IllegalTransition,
+    NotClaimable,
+    NotExpired,
+    RetryBudgetExhausted,
+)
+from domain.policy import RecoveryPolicy, SchedulerPolicy
+from domain.record import START_STEP
+from domain.states import ProcessState
+from tests.conftest import T0
+from tests.records import pending, processing
+
+POLICY = SchedulerPolicy()
+
+
+def test_create_matches_the_pattern_initial_record() -> None:
+    record = pending("o-1", T0)
+    assert record.ProcessState is ProcessState.PENDING
+    assert record.LockedBy is None and record.CompleteBy is None
+    assert record.FailureCount == 0 and record.Attempt == 0
+
+
+def test_claim_takes_the_next_attempt_with_a_start_grace() -> None:
+    claimed = t.claim(pending("o-1", T0), now=T0, policy=POLICY)
+    assert claimed.ProcessState is ProcessState.PROCESSING
+    assert claimed.Attempt == 1
+    assert claimed.LockedBy == "o-1-1"
+    assert claimed.CompleteBy == T0 + POLICY.start_grace
+    with pytest.raises(NotClaimable):
+        t.claim(claimed, now=T0, policy=POLICY)
+
+
+def test_claim_waits_for_not_before() -> None:
+    cooling = replace(pending("o-1", T0), NotBefore=T0 + timedelta(minutes=5))
+    with pytest.raises(NotClaimable):
+        t.claim(cooling, now=T0, policy=POLICY)
+    assert t.claim(cooling, now=T0 + timedelta(minutes=5), policy=POLICY).Attempt == 1
+
+
+def test_every_orchestration_transition_is_fenced() -> None:
+    record = processing("o-1", T0)
+    stale = "o-1-0"
+    moves = [
+        lambda: t.begin_step(record, instance=stale, step="A", now=T0, policy=POLICY),
+        lambda: t.complete_step(record, instance=stale, step="A", now=T0, policy=POLICY),
+        lambda: t.complete(record, instance=stale, now=T0),
+        lambda: t.fail(record, instance=stale, now=T0, error="x"),
+        lambda: t.begin_compensation(record, instance=stale, now=T0, policy=POLICY, error="x"),
+    ]
+    for move in moves:
+        with pytest.raises(FencedOut):
+            move()
+
+
+def test_begin_step_sets_the_step_deadline_and_debits_the_budget() -> None:
+    record = processing("o-1", T0)
+    now = T0 + timedelta(seconds=5)
+    started = t.begin_step(record, instance="o-1-1", step="Charge", now=now, policy=POLICY, calls_wanted=5)
+    assert started.calls_granted == 5
+    assert started.record.CompleteBy == now + POLICY.step_timeout
+    assert started.record.CurrentStep == "Charge"
+    assert started.record.RetryBudget.used("Charge") == 5
+
+
+def test_the_budget_grants_only_what_is_left_then_refuses() -> None:
+    policy = SchedulerPolicy(max_calls_per_step=7)
+    record = processing("o-1", T0, policy)
+    first = t.begin_step(record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5)
+    second = t.begin_step(first.record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5)
+    assert second.calls_granted == 2
+    with pytest.raises(RetryBudgetExhausted):
+        t.begin_step(second.record, instance="o-1-1", step="Charge", now=T0, policy=policy)
+
+
+def test_complete_step_is_idempotent_and_keeps_a_deadline() -> None:
+    record = processing("o-1", T0)
+    started = t.begin_step(record, instance="o-1-1", step="A", now=T0, policy=POLICY).record
+    done = t.complete_step(started, instance="o-1-1", step="A", now=T0, policy=POLICY)
+    again = t.complete_step(done, instance="o-1-1", step="A", now=T0, policy=POLICY)
+    assert done.CompletedSteps == again.CompletedSteps == ("A",)
+    assert done.CurrentStep is None
+    assert done.CompleteBy == T0 + POLICY.start_grace  # still visible to the Supervisor
+    with pytest.raises(IllegalTransition):
+        t.begin_step(done, instance="o-1-1", step="A", now=T0, policy=POLICY)
+
+
+def test_complete_releases_the_lock() -> None:
+    done = t.complete(processing("o-1", T0), instance="o-1-1", now=T0)
+    assert done.ProcessState is ProcessState.PROCESSED
+    assert done.LockedBy is None and done.CompleteBy is None
+
+
+def test_fail_records_the_failed_step_and_error() -> None:
+    record = processing("o-1", T0)
+    started = t.begin_step(record, instance="o-1-1", step="Charge", now=T0, policy=POLICY).record
+    failed = t.fail(started, instance="o-1-1", now=T0, error="card declined")
+    assert failed.ProcessState is ProcessState.ERROR
+    assert failed.FailedStep == "Charge" and failed.LastError == "card declined"
+    assert failed.LockedBy is None
+
+
+def _with_steps(*steps: str):
+    record = processing("o-1", T0)
+    for step in steps:
+        record = t.begin_step(record, instance="o-1-1", step=step, now=T0, policy=POLICY).record
+        record = t.complete_step(record, instance="o-1-1", step=step, now=T0, policy=POLICY)
+    return record
+
+
+def test_compensation_runs_in_reverse_order_and_ends_compensated() -> None:
+    record = _with_steps("A", "B", "C")
+    comp = t.begin_compensation(record, instance="o-1-1", now=T0, policy=POLICY, error="D refused")
+    assert comp.ProcessState is ProcessState.COMPENSATING and comp.LockedBy == "o-1-1"
+    assert t.steps_to_compensate(comp) == ("C", "B", "A")
+    with pytest.raises(IllegalTransition):
+        t.compensated(comp, instance="o-1-1", now=T0)
+    for step in t.steps_to_compensate(comp):
+        comp = t.begin_step(comp, instance="o-1-1", step=step, now=T0, policy=POLICY).record
+        comp = t.complete_step(comp, instance="o-1-1", step=step, now=T0, policy=POLICY)
+    assert comp.CompensatedSteps == ("C", "B", "A")
+    # A compensation's budget is its own, apart from the forward step's.
+    assert comp.RetryBudget.used("C") == 1 and comp.RetryBudget.used("undo:C") == 1
+    final = t.compensated(comp, instance="o-1-1", now=T0)
+    assert final.ProcessState is ProcessState.COMPENSATED and final.LockedBy is None
+
+
+def test_a_failed_compensation_is_its_own_state() -> None:
+    comp = t.begin_compensation(_with_steps("A"), instance="o-1-1", now=T0, policy=POLICY, error="x")
+    failed = t.compensation_failed(comp, instance="o-1-1", now=T0, error="refund refused")
+    assert failed.ProcessState is ProcessState.COMPENSATION_FAILED
+    assert failed.LastError == "refund refused" and failed.LockedBy is None
+
+
+def test_compensating_a_step_that_never_completed_is_illegal() -> None:
+    comp = t.begin_compensation(_with_steps("A"), instance="o-1-1", now=T0, policy=POLICY, error="x")
+    with pytest.raises(IllegalTransition):
+        t.complete_step(comp, instance="o-1-1", step="B", now=T0, policy=POLICY)
+
+
+def test_recovery_follows_the_two_tier_policy() -> None:
+    recovery = RecoveryPolicy(quick_retries=2, extended_retries=1, cooldown=timedelta(minutes=10))
+    now = T0
+    record = pending("o-1", T0)
+    outcomes = []
+    while True:
+        record = t.claim(record, now=now, policy=POLICY)
+        record = t.begin_step(record, instance=record.LockedBy or "", step="Reserve", now=now, policy=POLICY).record
+        now = record.CompleteBy + timedelta(seconds=1)
+        result = t.recover_expired(record, expected_locked_by=record.LockedBy or "", now=now, policy=recovery)
+        outcomes.append(result.outcome)
+        record = result.record
+        if result.outcome is t.RecoveryOutcome.COOL_DOWN:
+            assert record.NotBefore == now + timedelta(minutes=10)
+            now = record.NotBefore
+        if result.outcome is t.RecoveryOutcome.GAVE_UP:
+            break
+    assert outcomes == ["retry", "retry", "cool_down", "gave_up"]
+    assert record.ProcessState is ProcessState.ERROR
+    assert record.FailureCount == 4 and record.step_failures("Reserve") == 4
+    assert record.Attempt == 4 and record.FailedStep == "Reserve"
+
+
+def test_recovery_checks_the_expired_lock_and_the_deadline() -> None:
+    record = processing("o-1", T0)
+    assert record.CompleteBy is not None
+    with pytest.raises(NotExpired):
+        t.recover_expired(record, expected_locked_by="o-1-1", now=T0, policy=RecoveryPolicy())
+    late = record.CompleteBy + timedelta(seconds=1)
+    with pytest.raises(FencedOut):
+        t.recover_expired(record, expected_locked_by="o-1-0", now=late, policy=RecoveryPolicy())
+    recovered = t.recover_expired(record, expected_locked_by="o-1-1", now=late, policy=RecoveryPolicy())
+    assert recovered.step == START_STEP
+    assert recovered.record.ProcessState is ProcessState.PENDING
+
+
+def test_an_expired_compensation_is_retried_as_a_compensation_then_fails() -> None:
+    recovery = RecoveryPolicy(quick_retries=1, extended_retries=0)
+    comp = t.begin_compensation(_with_steps("A"), instance="o-1-1", now=T0, policy=POLICY, error="x")
+    late = (comp.CompleteBy or T0) + timedelta(seconds=1)
+    first = t.recover_expired(comp, expected_locked_by="o-1-1", now=late, policy=recovery)
+    assert first.record.ProcessState is ProcessState.PENDING and first.record.CompensationRequested
+    again = t.claim(first.record, now=late, policy=POLICY)
+    assert again.ProcessState is ProcessState.COMPENSATING and again.LockedBy == "o-1-2"
+    later = (again.CompleteBy or T0) + timedelta(seconds=1)
+    second = t.recover_expired(again, expected_locked_by="o-1-2", now=later, policy=recovery)
+    assert second.outcome is t.RecoveryOutcome.GAVE_UP
+    assert second.record.ProcessState is ProcessState.COMPENSATION_FAILED
+
+
+def test_operator_resubmit_resumes_an_error_order_at_its_failed_step() -> None:
+    record = _with_steps("A")
+    record = t.begin_step(record, instance="o-1-1", step="B", now=T0, policy=POLICY, calls_wanted=99).record
+    assert record.RetryBudget.remaining("B") == 0
+    failed = t.fail(record, instance="o-1-1", now=T0, error="permanent")
+    again = t.resubmit(failed, now=T0)
+    assert again.ProcessState is ProcessState.PENDING and again.CompletedSteps == ("A",)
+    # The operator's fresh budget for the failed step; the completed step's spend stays.
+    assert again.RetryBudget.remaining("B") == POLICY.max_calls_per_step
+    assert again.RetryBudget.used("A") == 1
+    assert again.FailureCount == failed.FailureCount and again.Attempt == failed.Attempt
+    with pytest.raises(IllegalTransition):
+        t.resubmit(again, now=T0)
+
+
+def test_operator_compensation_of_an_error_or_failed_compensation() -> None:
+    failed = t.fail(_with_steps("A"), instance="o-1-1", now=T0, error="permanent")
+    requested = t.request_compensation(failed, now=T0)
+    assert requested.ProcessState is ProcessState.PENDING and requested.CompensationRequested
+    claimed = t.claim(requested, now=T0, policy=POLICY)
+    assert claimed.ProcessState is ProcessState.COMPENSATING
+    comp_failed = t.compensation_failed(claimed, instance=claimed.LockedBy or "", now=T0, error="x")
+    assert t.request_compensation(comp_failed, now=T0).CompensationRequested
+    processed = t.complete(processing("o-2", T0), instance="o-2-1", now=T0)
+    with pytest.raises(IllegalTransition):
+        t.request_compensation(processed, now=T0)
