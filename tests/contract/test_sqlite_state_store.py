@@ -13,7 +13,12 @@ from tests.conftest import T0
 from tests.records import expired, pending, processing
 
 
-def _race(path: str, etag: str, barrier: "multiprocessing.synchronize.Barrier", results: "multiprocessing.Queue[str]") -> None:
+def _race(
+    path: str,
+    etag: str,
+    barrier: "multiprocessing.synchronize.Barrier",
+    results: "multiprocessing.Queue[str]",
+) -> None:
     store = SqliteStateStore(path)
     stored = store.get("o-1")
     assert stored is not None
@@ -36,8 +41,7 @@ def test_processes_racing_a_replace_on_one_etag_have_exactly_one_winner(tmp_path
         barrier = context.Barrier(workers)
         results: multiprocessing.Queue[str] = context.Queue()
         procs = [
-            context.Process(target=_race, args=(str(path), etag, barrier, results))
-            for _ in range(workers)
+            context.Process(target=_race, args=(str(path), etag, barrier, results)) for _ in range(workers)
         ]
         for proc in procs:
             proc.start()

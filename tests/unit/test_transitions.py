@@ -75,7 +75,9 @@ def test_the_budget_grants_only_what_is_left_then_refuses() -> None:
     policy = SchedulerPolicy(max_calls_per_step=7)
     record = processing("o-1", T0, policy)
     first = t.begin_step(record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5)
-    second = t.begin_step(first.record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5)
+    second = t.begin_step(
+        first.record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5
+    )
     assert second.calls_granted == 2
     with pytest.raises(RetryBudgetExhausted):
         t.begin_step(second.record, instance="o-1-1", step="Charge", now=T0, policy=policy)
@@ -153,7 +155,9 @@ def test_recovery_follows_the_two_tier_policy() -> None:
     outcomes = []
     while True:
         record = t.claim(record, now=now, policy=POLICY)
-        record = t.begin_step(record, instance=record.LockedBy or "", step="Reserve", now=now, policy=POLICY).record
+        record = t.begin_step(
+            record, instance=record.LockedBy or "", step="Reserve", now=now, policy=POLICY
+        ).record
         now = record.CompleteBy + timedelta(seconds=1)
         result = t.recover_expired(record, expected_locked_by=record.LockedBy or "", now=now, policy=recovery)
         outcomes.append(result.outcome)

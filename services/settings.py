@@ -1,0 +1,72 @@
+"""Application settings, read from environment variables (``local.settings.json`` ``Values``
+locally, app settings in Azure). One validated model, so a bad value fails at start-up with the
+setting's name rather than deep inside a request."""
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    profile: Literal["embedded"] = Field("embedded", alias="SAS_PROFILE")
+    data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
+    status_queues: Annotated[tuple[str, ...], BeforeValidator(_split_csv)] = Field(
+        ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1
+    )
+    max_in_flight: int = Field(50, alias="SAS_MAX_IN_FLIGHT", ge=1)
+    claim_batch_size: int = Field(20, alias="SAS_CLAIM_BATCH_SIZE", ge=1)
+    start_grace_seconds: float = Field(60, alias="SAS_START_GRACE_SECONDS", gt=0, le=86400)
+    step_timeout_seconds: float = Field(30, alias="SAS_STEP_TIMEOUT_SECONDS", gt=0, le=86400)
+    max_calls_per_step: int = Field(12, alias="SAS_MAX_CALLS_PER_STEP", ge=1)
+    quick_retries: int = Field(2, alias="SAS_QUICK_RETRIES", ge=0)
+    extended_retries: int = Field(2, alias="SAS_EXTENDED_RETRIES", ge=0)
+    cooldown_seconds: float = Field(300, alias="SAS_COOLDOWN_SECONDS", gt=0)
+    supervisor_lookback_hours: float = Field(168, alias="SAS_SUPERVISOR_LOOKBACK_HOURS", gt=0)
+    supervisor_page_size: int = Field(100, alias="SAS_SUPERVISOR_PAGE_SIZE", ge=1, le=1000)
+    supervisor_max_per_run: int = Field(500, alias="SAS_SUPERVISOR_MAX_PER_RUN", ge=1)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "Settings":
+        names = {field.alias for field in cls.model_fields.values() if field.alias}
+        try:
+            return cls.model_validate({k: v for k, v in env.items() if k in names})
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+            raise SettingsError(f"invalid settings: {problems}") from None
+
+    @property
+    def scheduler_policy(self) -> SchedulerPolicy:
+        return SchedulerPolicy(
+            start_grace=timedelta(seconds=self.start_grace_seconds),
+            step_timeout=timedelta(seconds=self.step_timeout_seconds),
+            max_calls_per_step=self.max_calls_per_step,
+            recovery=RecoveryPolicy(
+                quick_retries=self.quick_retries,
+                extended_retries=self.extended_retries,
+                cooldown=timedelta(seconds=self.cooldown_seconds),
+            ),
+        )
+
+    @property
+    def supervisor_scan(self) -> SupervisorScan:
+        return SupervisorScan(
+            lookback=timedelta(hours=self.supervisor_lookback_hours),
+            page_size=self.supervisor_page_size,
+            max_per_run=self.supervisor_max_per_run,
+        )

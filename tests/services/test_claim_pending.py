@@ -1,0 +1,83 @@
+"""The starter's claim (E4) and its admission cap (C3)."""
+
+import threading
+from datetime import timedelta
+
+from adapters.clock import ManualClock
+from domain import transitions
+from domain.policy import RecoveryPolicy, SchedulerPolicy
+from domain.states import ProcessState
+from services.claim_pending import claim_pending
+from tests.records import pending, processing
+from tests.services.conftest import Stores
+
+POLICY = SchedulerPolicy()
+
+
+def test_claims_pending_records_with_attempt_specific_instance_ids(
+    stores: Stores, clock: ManualClock
+) -> None:
+    for n in range(3):
+        stores.states.create_if_absent(pending(f"o-{n}", clock.now()))
+    report = claim_pending(stores.states, clock, POLICY, max_in_flight=10, batch_size=10)
+    assert sorted(c.instance_id for c in report.claims) == ["o-0-1", "o-1-1", "o-2-1"]
+    assert all(c.workflow_version == "v1" for c in report.claims)
+    for claim in report.claims:
+        stored = stores.states.get(claim.order_id)
+        assert stored is not None
+        assert stored.record.ProcessState is ProcessState.PROCESSING
+        assert stored.record.LockedBy == claim.instance_id
+        assert stored.record.CompleteBy == clock.now() + POLICY.start_grace
+
+
+def test_the_in_flight_cap_bounds_what_is_claimed(stores: Stores, clock: ManualClock) -> None:
+    stores.states.create_if_absent(processing("busy-1", clock.now()))
+    stores.states.create_if_absent(processing("busy-2", clock.now()))
+    for n in range(5):
+        stores.states.create_if_absent(pending(f"o-{n}", clock.now()))
+    report = claim_pending(stores.states, clock, POLICY, max_in_flight=4, batch_size=10)
+    assert report.in_flight == 2 and report.capacity == 2 and len(report.claims) == 2
+    full = claim_pending(stores.states, clock, POLICY, max_in_flight=4, batch_size=10)
+    assert full.claims == [] and full.capacity == 0
+
+
+def test_a_cooling_record_waits_for_not_before(stores: Stores, clock: ManualClock) -> None:
+    record = transitions.claim(pending("o-1", clock.now()), now=clock.now(), policy=POLICY)
+    late = clock.advance(POLICY.start_grace + timedelta(seconds=1))
+    cooling = transitions.recover_expired(
+        record, expected_locked_by="o-1-1", now=late, policy=RecoveryPolicy(quick_retries=0)
+    ).record
+    stores.states.create_if_absent(cooling)
+    assert claim_pending(stores.states, clock, POLICY, max_in_flight=5, batch_size=5).claims == []
+    clock.advance(RecoveryPolicy().cooldown)
+    [claim] = claim_pending(stores.states, clock, POLICY, max_in_flight=5, batch_size=5).claims
+    assert claim.instance_id == "o-1-2"
+
+
+def test_concurrent_starters_never_claim_one_attempt_twice(stores: Stores, clock: ManualClock) -> None:
+    for n in range(60):
+        stores.states.create_if_absent(pending(f"o-{n:02d}", clock.now()))
+    barrier = threading.Barrier(4)
+    claimed: list[str] = []
+    lock = threading.Lock()
+
+    def starter() -> None:
+        barrier.wait()
+        for _ in range(30):
+            report = claim_pending(stores.states, clock, POLICY, max_in_flight=1000, batch_size=5)
+            with lock:
+                claimed.extend(c.instance_id for c in report.claims)
+
+    threads = [threading.Thread(target=starter) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == len(set(claimed)) == 60
+
+
+def test_a_requested_compensation_is_claimed_into_compensating(stores: Stores, clock: ManualClock) -> None:
+    failed = transitions.fail(processing("o-1", clock.now()), instance="o-1-1", now=clock.now(), error="x")
+    stores.states.create_if_absent(transitions.request_compensation(failed, now=clock.now()))
+    [claim] = claim_pending(stores.states, clock, POLICY, max_in_flight=5, batch_size=5).claims
+    assert claim.stored.record.ProcessState is ProcessState.COMPENSATING

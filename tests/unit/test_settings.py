@@ -1,0 +1,30 @@
+"""Settings: the sample file is valid, and a bad value names its setting."""
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from adapters.factory import build_ports
+from services.settings import Settings, SettingsError
+from tests.records import pending
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_sample_local_settings_are_valid_and_build_the_embedded_ports(tmp_path: Path) -> None:
+    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    settings = Settings.from_env({**values, "SAS_DATA_DIR": str(tmp_path)})
+    assert settings.status_queues == ("status-app-a", "status-app-b")
+    assert settings.scheduler_policy.recovery.cooldown == timedelta(minutes=5)
+    ports = build_ports(settings)
+    ports.states.create_if_absent(pending("o-1", ports.clock.now()))
+    assert (tmp_path / "state.db").exists()
+
+
+def test_a_bad_value_names_the_setting() -> None:
+    with pytest.raises(SettingsError, match="SAS_MAX_IN_FLIGHT"):
+        Settings.from_env({"SAS_MAX_IN_FLIGHT": "lots"})
+    with pytest.raises(SettingsError, match="SAS_PROFILE"):
+        Settings.from_env({"SAS_PROFILE": "cloud"})
