@@ -1,0 +1,101 @@
+"""``python -m devhost``: start the host, or look at orchestration instances.
+
+    python -m devhost start [--app-dir DIR] [--data-dir DIR] [--port N]
+    python -m devhost instances [--status Running,Failed] [--app-dir DIR] [--data-dir DIR]
+    python -m devhost show INSTANCE_ID [--app-dir DIR] [--data-dir DIR]
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from devhost.clock import SystemClock
+from devhost.config import DevhostConfig
+from devhost.durable import DurableEngine, DurableStore
+from devhost.host import Host, HostError
+from devhost.indexing import IndexingError
+from devhost.settings import SettingsError, load_local_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devhost", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("start", "run the function app until Ctrl-C or SIGTERM"),
+        ("instances", "list orchestration instances"),
+        ("show", "show one instance with its history"),
+    ):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--app-dir", type=Path, default=Path.cwd())
+        command.add_argument("--data-dir", type=Path, default=None)
+        if name == "start":
+            command.add_argument("--port", type=int, default=None)
+        if name == "instances":
+            command.add_argument("--status", default="", help="comma-separated runtime statuses")
+        if name == "show":
+            command.add_argument("instance_id")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
+    try:
+        if args.command == "start":
+            return asyncio.run(_start(args.app_dir, args.data_dir, args.port))
+        return _inspect(args)
+    except (HostError, IndexingError, SettingsError) as error:
+        print(f"devhost: {error}", file=sys.stderr)
+        return 2
+
+
+async def _start(app_dir: Path, data_dir: Path | None, port: int | None) -> int:
+    host = Host(app_dir, data_dir=data_dir, port=port)
+    await host.start()
+    print("\nFunctions:\n")
+    for spec in host.functions:
+        print(f"        {spec.describe()}")
+    print(f"\nHost started: {host.base_url} (data in {host.config.data_dir})", flush=True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    serving = asyncio.create_task(host.serve())
+    await stopping.wait()
+    print("devhost: stopping", flush=True)
+    serving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    await host.stop()
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    app_dir = args.app_dir.resolve()
+    env: dict[str, str] = {}
+    load_local_settings(app_dir, env)
+    config = DevhostConfig.from_env(app_dir, {**env}, data_dir=args.data_dir)
+    path = config.data_dir / "durable.db"
+    if not path.exists():
+        print(f"devhost: no instances yet ({path} does not exist)", file=sys.stderr)
+        return 1
+    engine = DurableEngine(DurableStore(path), SystemClock(), {})
+    if args.command == "instances":
+        statuses = {s for s in args.status.split(",") if s} or None
+        rows = engine.list_instances(statuses)
+        print(f"{'INSTANCE':40} {'NAME':24} {'STATUS':11} LAST UPDATED")
+        for row in rows:
+            print(f"{row['instanceId']:40} {row['name']:24} {row['runtimeStatus']:11} {row['lastUpdatedTime']}")
+        print(f"({len(rows)} instances)")
+        return 0
+    status = engine.status(args.instance_id, show_history=True)
+    if status is None:
+        print(f"devhost: no instance {args.instance_id}", file=sys.stderr)
+        return 1
+    print(json.dumps(status, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""devhost's own configuration: where its data lives and which queues exist.
+
+Queues are declared in the Service Bus emulator's ``Config.json`` format, so one file serves
+both devhost and users who run ``func start`` against the official emulator in Docker.
+"""
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from devhost.servicebus import QueueConfig
+from devhost.settings import SettingsError
+
+_DURATION = re.compile(
+    r"^P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def parse_duration(text: str) -> timedelta:
+    """ISO 8601 durations as the emulator's Config.json uses them (``PT1M``, ``P1DT2H``)."""
+    match = _DURATION.fullmatch(text)
+    if not match or text in ("P", "PT"):
+        raise SettingsError(f"not an ISO 8601 duration: {text!r}")
+    parts = {k: float(v) for k, v in match.groupdict().items() if v}
+    return timedelta(**parts)
+
+
+def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
+    try:
+        document: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SettingsError(f"cannot read the Service Bus queue config {path}: {error}") from None
+    queues = []
+    for namespace in document.get("UserConfig", {}).get("Namespaces", []):
+        for queue in namespace.get("Queues", []):
+            props = queue.get("Properties", {})
+            window = None
+            if props.get("RequiresDuplicateDetection"):
+                window = parse_duration(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M"))
+            queues.append(
+                QueueConfig(
+                    name=str(queue["Name"]).lower(),
+                    max_delivery_count=int(props.get("MaxDeliveryCount", 10)),
+                    lock_duration=parse_duration(props.get("LockDuration", "PT1M")),
+                    duplicate_detection_window=window,
+                )
+            )
+    return queues
+
+
+@dataclass(frozen=True)
+class DevhostConfig:
+    app_dir: Path
+    data_dir: Path
+    servicebus_path: Path
+    servicebus_config: Path | None
+    port: int
+    concurrency: int
+
+    @classmethod
+    def from_env(
+        cls,
+        app_dir: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        data_dir: Path | None = None,
+        port: int | None = None,
+    ) -> "DevhostConfig":
+        env = os.environ if env is None else env
+        data = data_dir or Path(env.get("DEVHOST_DATA_DIR", str(app_dir / ".devhost")))
+        config = env.get("DEVHOST_SERVICEBUS_CONFIG")
+        default_config = app_dir / "servicebus" / "Config.json"
+        return cls(
+            app_dir=app_dir,
+            data_dir=data,
+            servicebus_path=Path(env.get("DEVHOST_SERVICEBUS_PATH", str(data / "servicebus.db"))),
+            servicebus_config=Path(config) if config else (default_config if default_config.exists() else None),
+            port=int(env.get("DEVHOST_PORT", "7071")) if port is None else port,
+            concurrency=int(env.get("DEVHOST_CONCURRENCY", "8")),
+        )

@@ -1,0 +1,519 @@
+"""The host: runs the indexed functions on their triggers, with the Durable engine behind them.
+
+Two ways to drive it:
+- ``serve`` (real clock): background loops poll each trigger source, as ``func start`` does.
+- ``run_until`` (virtual clock, tests): pump every source until the predicate holds; when
+  nothing is runnable, jump the clock to the next due timer, schedule or message.
+"""
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import json
+import logging
+import os
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+import azure.functions as func
+from aiohttp import web
+from azure.functions import meta
+from azure.functions.durable_functions import ActivityTriggerConverter
+from azure.functions.servicebus import ServiceBusMessageInConverter
+from azure.functions.timer import TimerRequestConverter
+from croniter import croniter
+
+from devhost import durable_api
+from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
+from devhost.config import DevhostConfig, queues_from_emulator_config
+from devhost.durable import ActivityWork, DurableEngine, DurableStore, parse_ts, ts
+from devhost.indexing import FunctionSpec, index, load_app
+from devhost.servicebus import LocalServiceBus, MessageLockLost, ReceivedMessage
+from devhost.settings import SettingsError, load_local_settings
+
+log = logging.getLogger("devhost")
+
+LOCAL_SERVICEBUS = "local"
+
+
+class HostError(Exception):
+    pass
+
+
+class Idle(HostError):
+    """Nothing is runnable and nothing is scheduled, yet the awaited condition does not hold."""
+
+
+@dataclass
+class InvocationContext(func.Context):
+    """What the worker passes to a parameter named ``context``."""
+
+    _invocation_id: str
+    _function_name: str
+    _function_directory: str
+
+    @property
+    def invocation_id(self) -> str:
+        return self._invocation_id
+
+    @property
+    def function_name(self) -> str:
+        return self._function_name
+
+    @property
+    def function_directory(self) -> str:
+        return self._function_directory
+
+    @property
+    def thread_local_storage(self) -> Any:
+        return None
+
+    @property
+    def trace_context(self) -> Any:
+        return None
+
+    @property
+    def retry_context(self) -> Any:
+        return None
+
+
+class Host:
+    def __init__(
+        self,
+        app_dir: Path,
+        *,
+        clock: Clock | None = None,
+        data_dir: Path | None = None,
+        port: int | None = None,
+        env: MutableMapping[str, str] | None = None,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.app_dir = app_dir.resolve()
+        self.env = os.environ if env is None else env
+        load_local_settings(self.app_dir, self.env)
+        self.config = DevhostConfig.from_env(self.app_dir, self.env, data_dir=data_dir, port=port)
+        self.clock: Clock = clock or SystemClock()
+        self.poll_interval = poll_interval
+        self.functions: list[FunctionSpec] = []
+        self._lock_file: TextIO | None = None
+        self._runner: web.AppRunner | None = None
+        self._pool = ThreadPoolExecutor(max_workers=max(4, self.config.concurrency * 2))
+        self._loops: list[asyncio.Task[None]] = []
+        self._next_fire: dict[str, datetime] = {}
+        self.bound_port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._lock_data_dir()
+        set_current_clock(self.clock)
+        self.functions = index(load_app(self.app_dir), self.env)
+        self.servicebus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
+        if self.config.servicebus_config is not None:
+            for queue in queues_from_emulator_config(self.config.servicebus_config):
+                self.servicebus.declare(queue)
+        self._check_servicebus_triggers()
+        self.store = DurableStore(self.config.data_dir / "durable.db")
+        self.engine = DurableEngine(
+            self.store,
+            self.clock,
+            {f.name: f.user_function for f in self.by_trigger("orchestrationTrigger")},
+        )
+        self.engine.release_activity_leases()
+        self.activities = {f.name: f for f in self.by_trigger("activityTrigger")}
+        await self._start_http()
+        await self._start_timers()
+
+    async def stop(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        for task in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._loops.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.servicebus.close()
+        self.store.close()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _lock_data_dir(self) -> None:
+        """One host per data directory: so each timer occurrence and each work item runs once."""
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = (self.config.data_dir / "host.lock").open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise HostError(f"another devhost is running on {self.config.data_dir}") from None
+        self._lock_file = lock
+
+    def by_trigger(self, trigger_type: str) -> list[FunctionSpec]:
+        return [f for f in self.functions if f.trigger_type == trigger_type]
+
+    def _check_servicebus_triggers(self) -> None:
+        declared = {q.name for q in self.servicebus.queues()}
+        for spec in self.by_trigger("serviceBusTrigger"):
+            connection = str(spec.trigger.get("connection") or "")
+            value = self.env.get(connection, self.env.get(f"{connection}__fullyQualifiedNamespace"))
+            if value is None:
+                raise SettingsError(f"function {spec.name}: connection setting {connection!r} is not set")
+            if value != LOCAL_SERVICEBUS:
+                raise SettingsError(
+                    f"function {spec.name}: connection {connection!r} must be {LOCAL_SERVICEBUS!r} "
+                    "(devhost's local Service Bus); a real broker is not supported yet"
+                )
+            queue = str(spec.trigger["queueName"]).lower()
+            if queue not in declared:
+                raise SettingsError(
+                    f"function {spec.name}: queue {queue!r} is not declared in the Service Bus config "
+                    f"({self.config.servicebus_config or 'none found: set DEVHOST_SERVICEBUS_CONFIG'})"
+                )
+
+    # --- HTTP: triggers and the Durable HTTP API ------------------------------------------------
+
+    async def _start_http(self) -> None:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        prefix = self._route_prefix()
+        for spec in self.by_trigger("httpTrigger"):
+            route = str(spec.trigger.get("route") or spec.name)
+            path = "/" + "/".join(p for p in (prefix, _aiohttp_route(route, spec.name)) if p)
+            methods = spec.trigger.get("methods") or ["*"]
+            for method in methods:
+                app.router.add_route(str(method).upper(), path, functools.partial(self._http_handler, spec))
+        durable_api.register(app, self)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.config.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.bound_port = sockets[0].getsockname()[1] if sockets else self.config.port
+
+    def _route_prefix(self) -> str:
+        host_json = self.app_dir / "host.json"
+        if host_json.exists():
+            http = json.loads(host_json.read_text()).get("extensions", {}).get("http", {})
+            return str(http.get("routePrefix", "api")).strip("/")
+        return "api"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.bound_port}"
+
+    def client_json(self) -> str:
+        """The Durable client binding: the SDK's own client talks to our Durable HTTP API."""
+        rpc = f"{self.base_url}/runtime/webhooks/durabletask/"
+        status = f"{rpc}instances/INSTANCEID"
+        return json.dumps(
+            {
+                "taskHubName": "devhost",
+                "creationUrls": {
+                    "createNewInstancePostUri": f"{rpc}orchestrators/{{functionName}}[/{{instanceId}}]",
+                },
+                "managementUrls": {
+                    "id": "INSTANCEID",
+                    "statusQueryGetUri": status,
+                    "sendEventPostUri": f"{status}/raiseEvent/{{eventName}}",
+                    "terminatePostUri": f"{status}/terminate?reason={{text}}",
+                    "purgeHistoryDeleteUri": status,
+                    "rewindPostUri": f"{status}/rewind?reason={{text}}",
+                    "restartPostUri": f"{status}/restart",
+                    "suspendPostUri": f"{status}/suspend?reason={{text}}",
+                    "resumePostUri": f"{status}/resume?reason={{text}}",
+                },
+                "baseUrl": rpc,
+                "requiredQueryStringParameters": "",
+                "rpcBaseUrl": rpc,
+                "httpBaseUrl": rpc,
+            }
+        )
+
+    async def _http_handler(self, spec: FunctionSpec, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        http_request = func.HttpRequest(
+            method=request.method,
+            url=str(request.url),
+            headers=dict(request.headers),
+            params=dict(request.query),
+            route_params=dict(request.match_info),
+            body=body,
+        )
+        try:
+            result = await self.invoke(spec, http_request)
+        except Exception:  # noqa: BLE001 - an unhandled function error is a 500, as in Azure
+            log.exception("function %s failed", spec.name)
+            return web.Response(status=500, text="Internal Server Error")
+        if result is None:
+            return web.Response(status=204)
+        if isinstance(result, str):
+            return web.Response(status=200, text=result)
+        response: func.HttpResponse = result
+        headers = dict(response.headers)
+        headers.setdefault("Content-Type", f"{response.mimetype}; charset={response.charset}")
+        return web.Response(status=response.status_code, body=response.get_body(), headers=headers)
+
+    # --- invocation ---------------------------------------------------------------------------
+
+    async def invoke(self, spec: FunctionSpec, trigger_value: Any) -> Any:
+        kwargs: dict[str, Any] = {spec.trigger_param: trigger_value}
+        client = spec.client_param
+        if client is not None:
+            kwargs[client] = self.client_json()
+        if "context" in spec.parameters and "context" not in kwargs:
+            kwargs["context"] = InvocationContext(uuid.uuid4().hex, spec.name, str(self.app_dir))
+        if spec.is_async:
+            return await spec.user_function(**kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(spec.user_function, **kwargs))
+
+    # --- timers (NCRONTAB) --------------------------------------------------------------------
+
+    async def _start_timers(self) -> None:
+        now = self.clock.now()
+        for spec in self.by_trigger("timerTrigger"):
+            schedule = str(spec.trigger["schedule"])
+            if not croniter.is_valid(schedule, second_at_beginning=True) or len(schedule.split()) != 6:
+                raise SettingsError(
+                    f"function {spec.name}: {schedule!r} is not a six-field NCRONTAB expression "
+                    "(second minute hour day month day-of-week)"
+                )
+            last = self._last_fired(spec.name)
+            missed = last is not None and self._next_after(spec, last) <= now
+            if spec.trigger.get("runOnStartup") or (spec.trigger.get("useMonitor", True) and missed):
+                await self._fire_timer(spec, past_due=bool(missed), scheduled=now)
+            self._next_fire[spec.name] = self._next_after(spec, now)
+
+    def _next_after(self, spec: FunctionSpec, moment: datetime) -> datetime:
+        schedule = str(spec.trigger["schedule"])
+        nxt: datetime = croniter(schedule, moment, second_at_beginning=True).get_next(datetime)
+        return nxt
+
+    def _last_fired(self, name: str) -> datetime | None:
+        row = self.store.conn.execute(
+            "SELECT last_fired FROM schedules WHERE function_name = ?", (name,)
+        ).fetchone()
+        return parse_ts(row[0]) if row else None
+
+    async def _fire_timer(self, spec: FunctionSpec, *, past_due: bool, scheduled: datetime) -> None:
+        with self.store.tx() as conn:
+            conn.execute(
+                "INSERT INTO schedules (function_name, last_fired) VALUES (?, ?)"
+                " ON CONFLICT (function_name) DO UPDATE SET last_fired = excluded.last_fired",
+                (spec.name, ts(scheduled)),
+            )
+        info = {
+            "IsPastDue": past_due,
+            "ScheduleStatus": {"Last": ts(scheduled), "Next": ts(self._next_after(spec, scheduled))},
+            "Schedule": {"AdjustForDST": False},
+        }
+        request = TimerRequestConverter.decode(
+            meta.Datum(type="json", value=json.dumps(info)), trigger_metadata={}
+        )
+        try:
+            await self.invoke(spec, request)
+        except Exception:  # noqa: BLE001 - a failing timer function must not stop the schedule
+            log.exception("timer function %s failed", spec.name)
+
+    async def step_timers(self) -> int:
+        now = self.clock.now()
+        fired = 0
+        for spec in self.by_trigger("timerTrigger"):
+            due = self._next_fire[spec.name]
+            if due <= now:
+                # Occurrences missed while the clock jumped fire once, as past due, like Azure.
+                past_due = self._next_after(spec, due) <= now
+                self._next_fire[spec.name] = self._next_after(spec, now)
+                await self._fire_timer(spec, past_due=past_due, scheduled=due)
+                fired += 1
+        return fired
+
+    # --- Service Bus triggers -----------------------------------------------------------------
+
+    async def step_servicebus(self, spec: FunctionSpec, limit: int) -> int:
+        queue = str(spec.trigger["queueName"])
+        loop = asyncio.get_running_loop()
+        messages = await loop.run_in_executor(self._pool, lambda: self.servicebus.receive(queue, limit))
+        await asyncio.gather(*(self._handle_message(spec, m) for m in messages))
+        return len(messages)
+
+    async def _handle_message(self, spec: FunctionSpec, message: ReceivedMessage) -> None:
+        renewer = asyncio.create_task(self._renew_lock(message))
+        try:
+            await self.invoke(spec, _servicebus_message(message))
+        except Exception as error:  # noqa: BLE001 - failure means abandon: the broker counts deliveries
+            log.warning(
+                "function %s failed on message %s (delivery %d): %s",
+                spec.name,
+                message.message_id,
+                message.delivery_count,
+                error,
+            )
+            settle: Callable[[ReceivedMessage], None] = self.servicebus.abandon
+        else:
+            settle = self.servicebus.complete
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        try:
+            settle(message)
+        except MessageLockLost:
+            log.warning("lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name)
+
+    async def _renew_lock(self, message: ReceivedMessage) -> None:
+        """Keep the peek-lock while the function runs, as the Functions host does."""
+        queue = next(q for q in self.servicebus.queues() if q.name == message.queue.lower())
+        interval = max(queue.lock_duration.total_seconds() / 2, 0.01)
+        while True:
+            if isinstance(self.clock, VirtualClock):
+                return  # virtual time only moves while the host is idle: a lock cannot expire mid-call
+            await asyncio.sleep(interval)
+            self.servicebus.renew_lock(message)
+
+    # --- Durable: orchestrations and activities ---------------------------------------------
+
+    async def step_orchestrations(self) -> int:
+        ready = self.engine.ready_instances()
+        for instance_id in ready:
+            self.engine.run_episode(instance_id)
+        return len(ready)
+
+    async def step_activities(self, limit: int) -> int:
+        work = self.engine.claim_activities(limit)
+        await asyncio.gather(*(self._run_activity(item) for item in work))
+        return len(work)
+
+    async def _run_activity(self, work: ActivityWork) -> None:
+        spec = self.activities.get(work.name)
+        if spec is None:
+            reason = f"activity function '{work.name}' does not exist in the app"
+            self.engine.finish_activity(work, failure=(reason, ""))
+            return
+        try:
+            argument = ActivityTriggerConverter.decode(
+                meta.Datum(type="json", value=work.input or "null"), trigger_metadata={}
+            )
+            result = await self.invoke(spec, argument)
+            encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
+        except Exception as error:  # noqa: BLE001 - an activity's exception is the task's failure
+            reason = f"Activity function '{work.name}' failed: {type(error).__name__}: {error}"
+            self.engine.finish_activity(work, failure=(reason, traceback.format_exc()))
+            return
+        self.engine.finish_activity(work, result=encoded)
+
+    # --- driving ------------------------------------------------------------------------------
+
+    async def pump(self) -> int:
+        """One pass over every trigger source; returns how many items were processed."""
+        done = await self.step_timers()
+        for spec in self.by_trigger("serviceBusTrigger"):
+            done += await self.step_servicebus(spec, self.config.concurrency)
+        done += await self.step_orchestrations()
+        done += await self.step_activities(self.config.concurrency)
+        return done
+
+    def next_due(self) -> datetime | None:
+        candidates = [self.engine.next_due(), self.servicebus.next_due(), *self._next_fire.values()]
+        due = [c for c in candidates if c is not None]
+        return min(due) if due else None
+
+    async def run_until(
+        self,
+        predicate: Callable[[], bool | Awaitable[bool]],
+        *,
+        max_virtual_time: timedelta = timedelta(days=7),
+        max_rounds: int = 100_000,
+    ) -> None:
+        """Virtual-clock driver for tests: run until ``predicate`` holds."""
+        if not isinstance(self.clock, VirtualClock):
+            raise HostError("run_until needs a VirtualClock; use serve() with the system clock")
+        deadline = self.clock.now() + max_virtual_time
+        for _ in range(max_rounds):
+            outcome = predicate()
+            if isinstance(outcome, Awaitable):
+                outcome = await outcome
+            if outcome:
+                return
+            if await self.pump():
+                continue
+            due = self.next_due()
+            if due is None:
+                raise Idle("nothing left to run and the condition still does not hold")
+            if due > deadline:
+                raise Idle(f"the condition did not hold within {max_virtual_time} of virtual time")
+            self.clock.advance_to(due)
+        raise HostError(f"the condition did not hold within {max_rounds} rounds")
+
+    async def serve(self) -> None:
+        """Real-clock loops, one per source, so a slow activity never holds up an orchestration."""
+        loops: list[Callable[[], Awaitable[int]]] = [self.step_timers, self.step_orchestrations]
+        loops += [functools.partial(self.step_activities, 1)] * self.config.concurrency
+        for spec in self.by_trigger("serviceBusTrigger"):
+            loops += [functools.partial(self.step_servicebus, spec, 1)] * self.config.concurrency
+        self._loops = [asyncio.create_task(self._poll(step)) for step in loops]
+        await asyncio.gather(*self._loops)
+
+    async def _poll(self, step: Callable[[], Awaitable[int]]) -> None:
+        while True:
+            try:
+                done = await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep serving; the error is logged with its cause
+                log.exception("devhost loop failed")
+                done = 0
+            if not done:
+                await asyncio.sleep(self.poll_interval)
+
+
+def _aiohttp_route(route: str, function_name: str) -> str:
+    """Functions route templates → aiohttp: ``{id}`` stays, ``{id:int}`` drops its constraint."""
+    parts = []
+    for segment in route.strip("/").split("/"):
+        if segment.startswith("{") and segment.endswith("}"):
+            name = segment[1:-1].split(":", 1)[0]
+            if name.endswith("?") or name.startswith("*"):
+                raise SettingsError(f"function {function_name}: route parameter {segment} is not supported")
+            segment = "{" + name + "}"
+        parts.append(segment)
+    return "/".join(parts)
+
+
+def _servicebus_message(message: ReceivedMessage) -> func.ServiceBusMessage:
+    """Built by the SDK's own converter from host-style trigger metadata."""
+
+    def text(value: str | None) -> meta.Datum | None:
+        return None if value is None else meta.Datum(type="string", value=value)
+
+    metadata = {
+        "MessageId": text(message.message_id),
+        "CorrelationId": text(message.correlation_id),
+        "ContentType": text(message.content_type),
+        "Subject": text(message.subject),
+        "ReplyTo": text(message.reply_to),
+        "DeliveryCount": meta.Datum(type="int", value=message.delivery_count),
+        "SequenceNumber": meta.Datum(type="int", value=message.sequence_number),
+        "EnqueuedTimeUtc": text(message.enqueued_time.isoformat()),
+        "LockedUntil": text(message.locked_until.isoformat()),
+        "LockToken": text(message.lock_token),
+        "ApplicationProperties": meta.Datum(type="json", value=json.dumps(message.application_properties)),
+        "UserProperties": meta.Datum(type="json", value=json.dumps(message.application_properties)),
+    }
+    decoded = ServiceBusMessageInConverter.decode(
+        meta.Datum(type="bytes", value=message.body),
+        trigger_metadata={k: v for k, v in metadata.items() if v is not None},
+    )
+    assert isinstance(decoded, func.ServiceBusMessage)
+    return decoded

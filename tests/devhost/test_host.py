@@ -1,0 +1,266 @@
+"""devhost runs a real function app: every trigger, the Durable SDK's replay, the SDK client."""
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import azure.functions as func
+import pytest
+
+from devhost.clock import VirtualClock
+from devhost.durable import EventType, orchestration_context, split_orchestrator_error
+from devhost.indexing import IndexingError, index, load_app
+from devhost.settings import SettingsError
+from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
+
+
+def test_indexing_reads_every_function_with_its_trigger(sample: Sample) -> None:
+    triggers = {spec.name: spec.trigger_type for spec in sample.host.functions}
+    assert triggers["hello"] == "httpTrigger"
+    assert triggers["work"] == "serviceBusTrigger"
+    assert triggers["tick"] == "timerTrigger"
+    assert triggers["chain"] == "orchestrationTrigger"
+    assert triggers["greet"] == "activityTrigger"
+    work = next(s for s in sample.host.functions if s.name == "work")
+    assert work.trigger["queueName"] == "work"  # %WORK_QUEUE% resolved from local.settings.json
+
+
+def _write_app(directory: Path, body: str) -> Path:
+    directory.mkdir()
+    (directory / "function_app.py").write_text(
+        "import azure.functions as func\napp = func.FunctionApp()\n" + body
+    )
+    return directory
+
+
+def test_an_unsupported_trigger_is_a_start_up_error_naming_the_function(tmp_path: Path) -> None:
+    app_dir = _write_app(
+        tmp_path / "blob_app",
+        "@app.blob_trigger(arg_name='blob', path='c/{name}', connection='S')\n"
+        "def on_blob(blob: func.InputStream) -> None:\n    pass\n",
+    )
+    with pytest.raises(IndexingError, match="on_blob.*blobTrigger"):
+        index(load_app(app_dir), {})
+
+
+def test_an_unsupported_binding_and_a_missing_setting_are_errors(tmp_path: Path) -> None:
+    app_dir = _write_app(
+        tmp_path / "out_app",
+        "@app.route(route='x')\n"
+        "@app.queue_output(arg_name='out', queue_name='q', connection='S')\n"
+        "def with_output(req: func.HttpRequest, out: func.Out[str]) -> func.HttpResponse:\n"
+        "    return func.HttpResponse('x')\n",
+    )
+    with pytest.raises(IndexingError, match="with_output.*queue"):
+        index(load_app(app_dir), {})
+    app_dir = _write_app(
+        tmp_path / "setting_app",
+        "@app.service_bus_queue_trigger(arg_name='m', queue_name='%MISSING%', connection='S')\n"
+        "def on_message(m: func.ServiceBusMessage) -> None:\n    pass\n",
+    )
+    with pytest.raises(SettingsError, match="on_message.*MISSING"):
+        index(load_app(app_dir), {})
+
+
+def test_http_trigger_with_route_parameters_and_query(sample: Sample) -> None:
+    status, text = sample.http("GET", "/api/hello/bob?q=42")
+    assert status == 200
+    assert json.loads(text) == {"hello": "bob", "q": "42"}
+
+
+def test_servicebus_trigger_gets_the_message_and_its_properties(sample: Sample) -> None:
+    sample.host.servicebus.send(
+        "work",
+        json.dumps({"id": "m1"}),
+        message_id="mid-1",
+        correlation_id="corr-1",
+        application_properties={"app": "a"},
+    )
+    sample.run(sample.host.run_until(lambda: bool(sample.records("work"))))
+    [record] = sample.records("work")
+    assert record["id"] == "m1" and record["message_id"] == "mid-1"
+    assert record["correlation_id"] == "corr-1" and record["properties"] == {"app": "a"}
+    assert record["delivery_count"] == 1
+    assert sample.host.servicebus.counts("work")["active"] == 0  # completed
+
+
+def test_a_message_that_always_fails_is_dead_lettered_after_max_delivery_count(sample: Sample) -> None:
+    sample.host.servicebus.send("work", json.dumps({"action": "fail"}), message_id="poison")
+    sample.run(sample.host.run_until(lambda: sample.host.servicebus.counts("work")["dead_letter"] == 1))
+    [dead] = sample.host.servicebus.peek("work/$deadletterqueue")
+    assert dead.message_id == "poison"
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert dead.delivery_count == 3  # the queue's MaxDeliveryCount in servicebus/Config.json
+
+
+def test_a_duplicate_message_id_inside_the_window_is_dropped(sample: Sample) -> None:
+    assert sample.host.servicebus.send("work", json.dumps({"id": "first"}), message_id="same")
+    assert not sample.host.servicebus.send("work", json.dumps({"id": "second"}), message_id="same")
+    sample.run(sample.host.run_until(lambda: bool(sample.records("work"))))
+    sample.run(sample.host.pump())
+    assert [r["id"] for r in sample.records("work")] == ["first"]
+
+
+def test_timer_trigger_fires_each_occurrence_once_under_the_virtual_clock(sample: Sample) -> None:
+    start = sample.host.clock.now()
+    sample.run(sample.host.run_until(lambda: len(sample.records("tick")) == 3))
+    assert sample.host.clock.now() - start == timedelta(minutes=30)  # "0 */10 * * * *"
+    assert [r["past_due"] for r in sample.records("tick")] == [False, False, False]
+
+
+def test_a_missed_occurrence_fires_once_past_due_after_a_restart(
+    sample: Sample, loop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample.run(sample.host.run_until(lambda: len(sample.records("tick")) == 1))
+    clock = sample.host.clock
+    assert isinstance(clock, VirtualClock)
+    sample.run(sample.host.stop())
+    clock.advance(timedelta(hours=1))  # the host is down for six occurrences
+    restarted = make_sample(loop, tmp_path, monkeypatch, clock)
+    try:
+        assert [r["past_due"] for r in restarted.records("tick")] == [False, True]
+    finally:
+        restarted.run(restarted.host.stop())
+    sample.host = restarted.host  # the fixture stops whatever host it holds; this one is stopped
+
+
+def test_orchestration_runs_an_activity_chain(sample: Sample) -> None:
+    instance = sample.start("chain", ["x", "y", "z"])
+    sample.run_until_finished(instance)
+    status = sample.status(instance)
+    assert status["runtimeStatus"] == "Completed"
+    assert status["output"] == ["hello x", "hello y", "hello z"]
+    history = sample.host.engine.history(instance)
+    scheduled = [e["Name"] for e in history if e["EventType"] == EventType.TASK_SCHEDULED]
+    assert scheduled == ["greet", "greet", "greet"]
+
+
+def test_status_through_the_sdk_client(sample: Sample) -> None:
+    instance = sample.start("chain")
+    sample.run_until_finished(instance)
+    status, text = sample.http("GET", f"/api/status/{instance}")
+    assert status == 200
+    assert json.loads(text)["status"] == "Completed"
+    status, text = sample.http("GET", "/api/status/nobody")
+    assert json.loads(text)["status"] is None
+
+
+def test_the_event_wins_the_race_and_the_losing_timer_is_cancelled(sample: Sample) -> None:
+    instance = sample.start("race", {"timeout": 1800})
+    started = sample.host.clock.now()
+    sample.run(sample.host.pump())
+    status, _ = sample.http("POST", f"/api/raise/{instance}/Approval", "yes")
+    assert status == 202
+    sample.run_until_finished(instance)
+    assert sample.status(instance)["output"] == "approved:yes"
+    assert sample.host.clock.now() == started  # finished without waiting for the timer
+    assert sample.host.engine.next_due() is None  # the timer is gone, not merely ignored
+
+
+def test_the_timer_wins_the_race_in_virtual_time(sample: Sample) -> None:
+    instance = sample.start("race", {"timeout": 1800})
+    started = sample.host.clock.now()
+    sample.run_until_finished(instance)
+    assert sample.status(instance)["output"] == "timed out"
+    assert sample.host.clock.now() - started == timedelta(minutes=30)
+
+
+def test_an_uncancelled_timer_keeps_the_instance_running_until_it_fires(sample: Sample) -> None:
+    instance = sample.start("race", {"timeout": 600, "cancel": False})
+    started = sample.host.clock.now()
+    sample.run(sample.host.pump())
+    sample.http("POST", f"/api/raise/{instance}/Approval", "yes")
+    sample.run(sample.host.pump())
+    assert sample.status(instance)["runtimeStatus"] == "Running"
+    sample.run_until_finished(instance)
+    assert sample.status(instance)["output"] == "approved:yes"
+    assert sample.host.clock.now() - started == timedelta(minutes=10)
+
+
+def test_an_event_raised_before_the_wait_is_buffered(sample: Sample) -> None:
+    instance = sample.start("race", {"timeout": 1800})
+    # Raised before the orchestrator has run at all.
+    status, _ = sample.http("POST", f"/api/raise/{instance}/Approval", "early")
+    assert status == 202
+    sample.run_until_finished(instance)
+    assert sample.status(instance)["output"] == "approved:early"
+
+
+def test_an_activity_exception_can_be_caught_by_the_orchestrator(sample: Sample) -> None:
+    instance = sample.start("catch")
+    sample.run_until_finished(instance)
+    output = sample.status(instance)["output"]
+    assert output.startswith("caught: Activity function 'boom' failed: KeyError")
+    assert "no such thing: x" in output
+
+
+def test_an_orchestrator_that_raises_ends_failed_with_the_error(sample: Sample) -> None:
+    instance = sample.start("crash")
+    sample.run_until_finished(instance)
+    status = sample.status(instance)
+    assert status["runtimeStatus"] == "Failed"
+    assert "kaput" in status["output"]
+
+
+def test_raise_event_on_a_completed_or_unknown_instance_raises_through_the_sdk(sample: Sample) -> None:
+    instance = sample.start("chain")
+    sample.run_until_finished(instance)
+    status, text = sample.http("POST", f"/api/raise/{instance}/Approval", "late")
+    assert status == 409 and "is gone" in text  # 410 from the API, raised by the SDK
+    status, text = sample.http("POST", "/api/raise/nobody/Approval", "late")
+    assert status == 409 and "No instance with ID nobody" in text  # 404
+
+
+def test_custom_status_and_continue_as_new(sample: Sample) -> None:
+    instance = sample.start("counter", 0, instance_id="counter-1")
+    assert instance == "counter-1"
+    for expected in (0, 1, 2):
+        sample.run(sample.host.run_until(lambda: sample.status(instance)["customStatus"] is not None))
+        assert sample.status(instance)["customStatus"] == {"count": expected}
+        sample.http("POST", f"/api/raise/{instance}/Go", None)
+        if expected < 2:
+            sample.run(
+                sample.host.run_until(
+                    lambda e=expected: (sample.status(instance)["customStatus"] or {}).get("count") == e + 1
+                )
+            )
+    sample.run_until_finished(instance)
+    assert sample.status(instance)["output"] == 3
+
+
+def test_a_non_deterministic_orchestrator_fails_clearly(sample: Sample) -> None:
+    instance = sample.start("fickle")
+    sample.run_until_finished(instance)
+    status = sample.status(instance)
+    assert status["runtimeStatus"] == "Failed"
+    assert "Non-deterministic" in status["output"]
+
+
+def test_replaying_the_same_history_yields_the_same_actions(sample: Sample) -> None:
+    instance = sample.start("chain", ["p", "q"])
+    sample.run_until_finished(instance)
+    history = sample.host.engine.history(instance)
+    orchestrator = sample.host.engine.orchestrators["chain"]
+    cut_points = [i for i, e in enumerate(history) if e["EventType"] == EventType.ORCHESTRATOR_COMPLETED]
+    assert len(cut_points) == 3
+    for cut in cut_points:
+        context = orchestration_context(instance, history[:cut], is_replaying=True)
+        runs = [json.loads(orchestrator(func.OrchestrationContext(context))) for _ in range(2)]
+        assert runs[0] == runs[1]
+        assert runs[0]["actions"]
+
+
+def test_starting_a_running_instance_id_again_is_refused(sample: Sample) -> None:
+    sample.start("race", {"timeout": 60}, instance_id="dup-1")
+    status, text = sample.http("POST", "/api/start/race?id=dup-1", {"timeout": 60})
+    assert status == 500  # the SDK raised on the API's 409
+
+
+def test_split_orchestrator_error_reads_the_out_of_proc_state() -> None:
+    error = Exception('boom\n\n$OutOfProcData$:{"isDone": false, "actions": []}')
+    assert split_orchestrator_error(error) == ("boom", {"isDone": False, "actions": []})
+    assert split_orchestrator_error(Exception("plain")) == ("plain", None)
+
+
+def test_sample_app_dir_is_the_one_under_tests() -> None:
+    assert (SAMPLE_APP / "function_app.py").exists()
