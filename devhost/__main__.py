@@ -1,8 +1,8 @@
 """``python -m devhost``: start the host, or look at orchestration instances.
 
-    python -m devhost start [--app-dir DIR] [--data-dir DIR] [--port N]
-    python -m devhost instances [--status Running,Failed] [--app-dir DIR] [--data-dir DIR]
-    python -m devhost show INSTANCE_ID [--app-dir DIR] [--data-dir DIR]
+python -m devhost start [--app-dir DIR] [--data-dir DIR] [--port N]
+python -m devhost instances [--status Running,Failed] [--app-dir DIR] [--data-dir DIR]
+python -m devhost show INSTANCE_ID [--app-dir DIR] [--data-dir DIR]
 """
 
 import argparse
@@ -86,7 +86,9 @@ def _inspect(args: argparse.Namespace) -> int:
         rows = engine.list_instances(statuses)
         print(f"{'INSTANCE':40} {'NAME':24} {'STATUS':11} LAST UPDATED")
         for row in rows:
-            print(f"{row['instanceId']:40} {row['name']:24} {row['runtimeStatus']:11} {row['lastUpdatedTime']}")
+            print(
+                f"{row['instanceId']:40} {row['name']:24} {row['runtimeStatus']:11} {row['lastUpdatedTime']}"
+            )
         print(f"({len(rows)} instances)")
         return 0
     status = engine.status(args.instance_id, show_history=True)

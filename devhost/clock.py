@@ -34,8 +34,7 @@ class VirtualClock:
 
     def advance_to(self, moment: datetime) -> None:
         with self._lock:
-            if moment > self._now:
-                self._now = moment
+            self._now = max(self._now, moment)
 
     def advance(self, delta: timedelta) -> None:
         if delta < timedelta(0):

@@ -79,7 +79,9 @@ class DevhostConfig:
             app_dir=app_dir,
             data_dir=data,
             servicebus_path=Path(env.get("DEVHOST_SERVICEBUS_PATH", str(data / "servicebus.db"))),
-            servicebus_config=Path(config) if config else (default_config if default_config.exists() else None),
+            servicebus_config=Path(config)
+            if config
+            else (default_config if default_config.exists() else None),
             port=int(env.get("DEVHOST_PORT", "7071")) if port is None else port,
             concurrency=int(env.get("DEVHOST_CONCURRENCY", "8")),
         )

@@ -301,7 +301,9 @@ class DurableEngine:
             self._forget(conn, instance_id)
         return 1
 
-    def status(self, instance_id: str, *, show_history: bool = False, show_input: bool = True) -> dict[str, Any] | None:
+    def status(
+        self, instance_id: str, *, show_history: bool = False, show_input: bool = True
+    ) -> dict[str, Any] | None:
         row = self.store.conn.execute(
             "SELECT instance_id, name, status, input, output, custom_status, created_at, updated_at"
             " FROM instances WHERE instance_id = ?",
@@ -314,7 +316,9 @@ class DurableEngine:
             status["history"] = self.history(instance_id)
         return status
 
-    def list_instances(self, statuses: set[str] | None = None, prefix: str | None = None) -> list[dict[str, Any]]:
+    def list_instances(
+        self, statuses: set[str] | None = None, prefix: str | None = None
+    ) -> list[dict[str, Any]]:
         rows = self.store.conn.execute(
             "SELECT instance_id, name, status, input, output, custom_status, created_at, updated_at"
             " FROM instances ORDER BY created_at, instance_id"
@@ -386,11 +390,19 @@ class DurableEngine:
                 # The orchestrator already returned; it only waited for its uncancelled timers.
                 self._complete_if_no_timers(conn, instance_id, now)
                 return
-            self._replay(conn, instance_id, name, execution_id, new_events, now)
+            self._replay(
+                conn,
+                instance_id=instance_id,
+                name=name,
+                execution_id=execution_id,
+                new_events=new_events,
+                now=now,
+            )
 
     def _replay(
         self,
         conn: sqlite3.Connection,
+        *,
         instance_id: str,
         name: str,
         execution_id: str,
@@ -411,10 +423,18 @@ class DurableEngine:
         else:
             try:
                 state = json.loads(orchestrator(func.OrchestrationContext(context)))
-            except Exception as raised:  # noqa: BLE001 - the orchestrator's failure is the instance's result
+            except Exception as raised:
                 error, state = split_orchestrator_error(raised)
         scheduled = [e for e in old if e["EventType"] in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)]
-        outcome = self._apply_actions(conn, instance_id, execution_id, state, scheduled, episode, now)
+        outcome = self._apply_actions(
+            conn,
+            instance_id=instance_id,
+            execution_id=execution_id,
+            state=state,
+            scheduled=scheduled,
+            episode=episode,
+            now=now,
+        )
         if outcome is not None and error is None:
             error = outcome
         episode.append(_event(EventType.ORCHESTRATOR_COMPLETED, now))
@@ -437,6 +457,7 @@ class DurableEngine:
     def _apply_actions(
         self,
         conn: sqlite3.Connection,
+        *,
         instance_id: str,
         execution_id: str,
         state: dict[str, Any] | None,
@@ -454,7 +475,8 @@ class DurableEngine:
             if kind in (ActionType.WAIT_FOR_EXTERNAL_EVENT, ActionType.CONTINUE_AS_NEW):
                 continue
             if kind not in (ActionType.CALL_ACTIVITY, ActionType.CREATE_TIMER):
-                label = ActionType(kind).name if kind in ActionType._value2member_map_ else kind
+                known = {int(a): a.name for a in ActionType}
+                label = known.get(int(kind or -1), kind)
                 return f"devhost does not support the orchestrator action {label}"
             task_id = sequence
             sequence += 1
@@ -495,13 +517,20 @@ class DurableEngine:
     @staticmethod
     def _same_action(past: dict[str, Any], action: dict[str, Any]) -> bool:
         if action.get("actionType") == ActionType.CALL_ACTIVITY:
-            return past["EventType"] == EventType.TASK_SCHEDULED and past.get("Name") == action.get("functionName")
-        return past["EventType"] == EventType.TIMER_CREATED
+            same_name = past.get("Name") == action.get("functionName")
+            return bool(past["EventType"] == EventType.TASK_SCHEDULED and same_name)
+        return bool(past["EventType"] == EventType.TIMER_CREATED)
 
-    def _on_done(self, conn: sqlite3.Connection, instance_id: str, state: dict[str, Any], now: datetime) -> None:
+    def _on_done(
+        self, conn: sqlite3.Connection, instance_id: str, state: dict[str, Any], now: datetime
+    ) -> None:
         groups = state.get("actions") or []
         restart = next(
-            (a for a in _flatten([a for g in groups for a in g]) if a.get("actionType") == ActionType.CONTINUE_AS_NEW),
+            (
+                a
+                for a in _flatten([a for g in groups for a in g])
+                if a.get("actionType") == ActionType.CONTINUE_AS_NEW
+            ),
             None,
         )
         if restart is not None:
@@ -520,11 +549,15 @@ class DurableEngine:
         ).fetchone()[0]
         if pending:
             return
-        output = conn.execute("SELECT output FROM instances WHERE instance_id = ?", (instance_id,)).fetchone()[0]
+        output = conn.execute(
+            "SELECT output FROM instances WHERE instance_id = ?", (instance_id,)
+        ).fetchone()[0]
         self._drop_work(conn, instance_id)
         self._finish(conn, instance_id, RuntimeStatus.COMPLETED, output, now)
 
-    def _continue_as_new(self, conn: sqlite3.Connection, instance_id: str, input_json: str | None, now: datetime) -> None:
+    def _continue_as_new(
+        self, conn: sqlite3.Connection, instance_id: str, input_json: str | None, now: datetime
+    ) -> None:
         name = conn.execute("SELECT name FROM instances WHERE instance_id = ?", (instance_id,)).fetchone()[0]
         execution_id = uuid.uuid4().hex
         self._drop_work(conn, instance_id)
@@ -545,10 +578,16 @@ class DurableEngine:
         self._deliver(conn, instance_id, execution_id, started, now)
 
     def _finish(
-        self, conn: sqlite3.Connection, instance_id: str, status: RuntimeStatus, output: str | None, now: datetime
+        self,
+        conn: sqlite3.Connection,
+        instance_id: str,
+        status: RuntimeStatus,
+        output: str | None,
+        now: datetime,
     ) -> None:
         conn.execute(
-            "UPDATE instances SET status = ?, output = ?, completing = 0, updated_at = ? WHERE instance_id = ?",
+            "UPDATE instances SET status = ?, output = ?, completing = 0, updated_at = ?"
+            " WHERE instance_id = ?",
             (status, output, ts(now), instance_id),
         )
 
@@ -592,7 +631,9 @@ class DurableEngine:
             )
         return [ActivityWork(*row) for row in rows]
 
-    def finish_activity(self, work: ActivityWork, *, result: str | None = None, failure: tuple[str, str] | None = None) -> None:
+    def finish_activity(
+        self, work: ActivityWork, *, result: str | None = None, failure: tuple[str, str] | None = None
+    ) -> None:
         """Deliver an activity's result; dropped if the instance was terminated or restarted meanwhile."""
         now = self.clock.now()
         with self.store.tx() as conn:

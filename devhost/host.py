@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 import azure.functions as func
 from aiohttp import web
+from azure.durable_functions.models.utils import http_utils as durable_http
 from azure.functions import meta
 from azure.functions.durable_functions import ActivityTriggerConverter
 from azure.functions.servicebus import ServiceBusMessageInConverter
@@ -142,6 +143,11 @@ class Host:
             await self._runner.cleanup()
             self._runner = None
         self._pool.shutdown(wait=True, cancel_futures=True)
+        # The Durable SDK keeps one aiohttp session per process; close it with the host so no
+        # "unclosed session" warning is left behind. Guarded: it is not public API.
+        close_session = getattr(durable_http, "_close_session", None)
+        if close_session is not None:
+            await close_session()
         self.servicebus.close()
         self.store.close()
         if self._lock_file is not None:
@@ -252,7 +258,7 @@ class Host:
         )
         try:
             result = await self.invoke(spec, http_request)
-        except Exception:  # noqa: BLE001 - an unhandled function error is a 500, as in Azure
+        except Exception:
             log.exception("function %s failed", spec.name)
             return web.Response(status=500, text="Internal Server Error")
         if result is None:
@@ -323,7 +329,7 @@ class Host:
         )
         try:
             await self.invoke(spec, request)
-        except Exception:  # noqa: BLE001 - a failing timer function must not stop the schedule
+        except Exception:
             log.exception("timer function %s failed", spec.name)
 
     async def step_timers(self) -> int:
@@ -352,7 +358,7 @@ class Host:
         renewer = asyncio.create_task(self._renew_lock(message))
         try:
             await self.invoke(spec, _servicebus_message(message))
-        except Exception as error:  # noqa: BLE001 - failure means abandon: the broker counts deliveries
+        except Exception as error:
             log.warning(
                 "function %s failed on message %s (delivery %d): %s",
                 spec.name,
@@ -370,7 +376,9 @@ class Host:
         try:
             settle(message)
         except MessageLockLost:
-            log.warning("lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name)
+            log.warning(
+                "lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name
+            )
 
     async def _renew_lock(self, message: ReceivedMessage) -> None:
         """Keep the peek-lock while the function runs, as the Functions host does."""
@@ -407,7 +415,7 @@ class Host:
             )
             result = await self.invoke(spec, argument)
             encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
-        except Exception as error:  # noqa: BLE001 - an activity's exception is the task's failure
+        except Exception as error:
             reason = f"Activity function '{work.name}' failed: {type(error).__name__}: {error}"
             self.engine.finish_activity(work, failure=(reason, traceback.format_exc()))
             return
@@ -471,7 +479,7 @@ class Host:
                 done = await step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - keep serving; the error is logged with its cause
+            except Exception:
                 log.exception("devhost loop failed")
                 done = 0
             if not done:
@@ -482,12 +490,13 @@ def _aiohttp_route(route: str, function_name: str) -> str:
     """Functions route templates → aiohttp: ``{id}`` stays, ``{id:int}`` drops its constraint."""
     parts = []
     for segment in route.strip("/").split("/"):
-        if segment.startswith("{") and segment.endswith("}"):
-            name = segment[1:-1].split(":", 1)[0]
-            if name.endswith("?") or name.startswith("*"):
-                raise SettingsError(f"function {function_name}: route parameter {segment} is not supported")
-            segment = "{" + name + "}"
-        parts.append(segment)
+        if not (segment.startswith("{") and segment.endswith("}")):
+            parts.append(segment)
+            continue
+        name = segment[1:-1].split(":", 1)[0]
+        if name.endswith("?") or name.startswith("*"):
+            raise SettingsError(f"function {function_name}: route parameter {segment} is not supported")
+        parts.append("{" + name + "}")
     return "/".join(parts)
 
 

@@ -55,7 +55,9 @@ class FunctionSpec:
 
     def describe(self) -> str:
         detail = {
-            "httpTrigger": lambda t: f"[{','.join(t.get('methods') or ['ANY'])}] /api/{t.get('route') or self.name}",
+            "httpTrigger": lambda t: (
+                f"[{','.join(t.get('methods') or ['ANY'])}] /api/{t.get('route') or self.name}"
+            ),
             "serviceBusTrigger": lambda t: f"queue {t.get('queueName')}",
             "timerTrigger": lambda t: f"schedule {t.get('schedule')}",
         }.get(self.trigger_type, lambda t: "")(self.trigger)
@@ -79,7 +81,8 @@ def load_app(app_dir: Path, module_name: str = "function_app") -> func.FunctionR
     registers = [v for v in vars(module).values() if isinstance(v, func.FunctionRegister)]
     if len(registers) != 1:
         raise IndexingError(
-            f"{module_name}.py must define exactly one FunctionApp/DFApp at module level; found {len(registers)}"
+            f"{module_name}.py must define exactly one FunctionApp/DFApp at module level;"
+            f" found {len(registers)}"
         )
     return registers[0]
 
@@ -88,7 +91,7 @@ def index(register: func.FunctionRegister, env: Mapping[str, str]) -> list[Funct
     """Build the dispatch table. ``get_functions()`` may run only once per app: the SDK says so."""
     specs = []
     for function in register.get_functions():
-        name = function.get_function_name()
+        name = function.get_function_name() or function.get_user_function().__name__
         bindings = tuple(json.loads(function.get_function_json())["bindings"])
         triggers = [b for b in bindings if str(b["type"]).endswith("Trigger")]
         if len(triggers) != 1:

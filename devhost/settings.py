@@ -13,9 +13,7 @@ class SettingsError(ValueError):
     pass
 
 
-def load_local_settings(
-    app_dir: Path, environ: MutableMapping[str, str] | None = None
-) -> dict[str, str]:
+def load_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Put ``Values`` of ``local.settings.json`` into the environment; real env vars win, as in func."""
     env = os.environ if environ is None else environ
     path = app_dir / "local.settings.json"

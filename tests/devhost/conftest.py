@@ -41,9 +41,11 @@ class Sample:
 
     def http(self, method: str, path: str, body: object = None) -> tuple[int, str]:
         async def call() -> tuple[int, str]:
-            async with aiohttp.ClientSession() as session:
-                async with session.request(method, self.host.base_url + path, json=body) as response:
-                    return response.status, await response.text()
+            async with (
+                aiohttp.ClientSession() as session,
+                session.request(method, self.host.base_url + path, json=body) as response,
+            ):
+                return response.status, await response.text()
 
         return self.run(call())
 
@@ -79,15 +81,15 @@ def make_sample(
 ) -> Sample:
     output = tmp_path / "out.jsonl"
     monkeypatch.setenv("SAMPLE_OUTPUT", str(output))
-    host = Host(
-        SAMPLE_APP, clock=clock or VirtualClock(), data_dir=tmp_path / "data", port=0, env=os.environ
-    )
+    host = Host(SAMPLE_APP, clock=clock or VirtualClock(), data_dir=tmp_path / "data", port=0, env=os.environ)
     loop.run_until_complete(host.start())
     return Sample(host, loop, output)
 
 
 @pytest.fixture
-def sample(loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sample]:
+def sample(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sample]:
     running = make_sample(loop, tmp_path, monkeypatch)
     yield running
     loop.run_until_complete(running.host.stop())

@@ -39,7 +39,7 @@ def test_an_unsupported_trigger_is_a_start_up_error_naming_the_function(tmp_path
         "@app.blob_trigger(arg_name='blob', path='c/{name}', connection='S')\n"
         "def on_blob(blob: func.InputStream) -> None:\n    pass\n",
     )
-    with pytest.raises(IndexingError, match="on_blob.*blobTrigger"):
+    with pytest.raises(IndexingError, match=r"on_blob.*blobTrigger"):
         index(load_app(app_dir), {})
 
 
@@ -51,14 +51,14 @@ def test_an_unsupported_binding_and_a_missing_setting_are_errors(tmp_path: Path)
         "def with_output(req: func.HttpRequest, out: func.Out[str]) -> func.HttpResponse:\n"
         "    return func.HttpResponse('x')\n",
     )
-    with pytest.raises(IndexingError, match="with_output.*queue"):
+    with pytest.raises(IndexingError, match=r"with_output.*queue"):
         index(load_app(app_dir), {})
     app_dir = _write_app(
         tmp_path / "setting_app",
         "@app.service_bus_queue_trigger(arg_name='m', queue_name='%MISSING%', connection='S')\n"
         "def on_message(m: func.ServiceBusMessage) -> None:\n    pass\n",
     )
-    with pytest.raises(SettingsError, match="on_message.*MISSING"):
+    with pytest.raises(SettingsError, match=r"on_message.*MISSING"):
         index(load_app(app_dir), {})
 
 
@@ -252,7 +252,7 @@ def test_replaying_the_same_history_yields_the_same_actions(sample: Sample) -> N
 
 def test_starting_a_running_instance_id_again_is_refused(sample: Sample) -> None:
     sample.start("race", {"timeout": 60}, instance_id="dup-1")
-    status, text = sample.http("POST", "/api/start/race?id=dup-1", {"timeout": 60})
+    status, _text = sample.http("POST", "/api/start/race?id=dup-1", {"timeout": 60})
     assert status == 500  # the SDK raised on the API's 409
 
 

@@ -1,0 +1,573 @@
+"""A local Service Bus: Azure Service Bus queue semantics (peek-lock) stored in one SQLite file.
+
+For local development and tests only: the devhost Functions host, a separate agent worker
+process and the test suite all open the same file, so messages pass between processes as they
+would through a namespace. Production uses Azure Service Bus itself.
+
+What it keeps from Service Bus: FIFO by sequence number, peek-lock with lock tokens and lock
+expiry, delivery counts and the max-delivery-count rule, dead-letter sub-queues
+(``<queue>/$deadletterqueue``), duplicate detection by MessageId, scheduled messages, and
+case-insensitive entity paths.
+
+Every time is taken from the injected clock, so a host with a virtual clock can jump to
+``next_due()`` instead of sleeping. Receive and settle run in ``BEGIN IMMEDIATE`` transactions,
+which makes their select-then-update atomic across threads and processes.
+"""
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+DEAD_LETTER_SUFFIX = "/$deadletterqueue"
+MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
+BUSY_TIMEOUT_SECONDS = 30.0
+# A peeked message holds no lock; this moment, always in the past, says so without an Optional.
+NOT_LOCKED = datetime.min.replace(tzinfo=UTC)
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_MICROSECOND = timedelta(microseconds=1)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS queues (
+    name                TEXT PRIMARY KEY,
+    max_delivery_count  INTEGER NOT NULL,
+    lock_duration_us    INTEGER NOT NULL,
+    duplicate_window_us INTEGER
+);
+-- visible_at is the one moment receive looks at: the scheduled enqueue time, or the lock's
+-- expiry while locked, so that "receivable now" is a single comparison.
+CREATE TABLE IF NOT EXISTS messages (
+    sequence_number               INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue                         TEXT NOT NULL,
+    dead_lettered                 INTEGER NOT NULL DEFAULT 0,
+    visible_at                    TEXT NOT NULL,
+    locked_until                  TEXT,
+    lock_token                    TEXT,
+    lock_duration_us              INTEGER,
+    delivery_count                INTEGER NOT NULL DEFAULT 0,
+    message_id                    TEXT NOT NULL,
+    body                          BLOB NOT NULL,
+    correlation_id                TEXT,
+    content_type                  TEXT,
+    subject                       TEXT,
+    reply_to                      TEXT,
+    application_properties        TEXT NOT NULL,
+    enqueued_time                 TEXT NOT NULL,
+    scheduled_enqueue_time        TEXT,
+    dead_letter_reason            TEXT,
+    dead_letter_error_description TEXT
+);
+-- Receive walks one entity in sequence order and filters on visible_at inside the index.
+CREATE INDEX IF NOT EXISTS ix_messages_receive
+    ON messages (queue, dead_lettered, sequence_number, visible_at);
+CREATE INDEX IF NOT EXISTS ix_messages_due ON messages (visible_at);
+CREATE TABLE IF NOT EXISTS duplicates (
+    queue      TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    PRIMARY KEY (queue, message_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_duplicates_expiry ON duplicates (expires_at);
+"""
+
+_MESSAGE_COLUMNS = (
+    "sequence_number, queue, dead_lettered, locked_until, lock_token, delivery_count, message_id, body,"
+    " correlation_id, content_type, subject, reply_to, application_properties, enqueued_time,"
+    " scheduled_enqueue_time, dead_letter_reason, dead_letter_error_description"
+)
+
+
+class MessageLockLost(Exception):
+    """The lock expired, or the lock token is no longer the message's current one."""
+
+
+class QueueNotFound(Exception):
+    """The queue was never declared."""
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    name: str
+    max_delivery_count: int = 10
+    lock_duration: timedelta = timedelta(seconds=30)
+    duplicate_detection_window: timedelta | None = timedelta(minutes=10)
+
+    def __post_init__(self) -> None:
+        # Entity paths are case-insensitive, so the stored name is the lower-case one.
+        object.__setattr__(self, "name", self.name.strip().lower())
+        if not self.name or "$" in self.name:
+            raise ValueError(f"invalid queue name {self.name!r}")
+        if self.max_delivery_count < 1:
+            raise ValueError("max_delivery_count must be at least 1")
+        if self.lock_duration < _MICROSECOND:
+            raise ValueError("lock_duration must be positive")
+        if self.duplicate_detection_window is not None and self.duplicate_detection_window < _MICROSECOND:
+            raise ValueError("duplicate_detection_window must be positive (or None to turn it off)")
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    queue: str
+    sequence_number: int
+    message_id: str
+    body: bytes
+    correlation_id: str | None
+    content_type: str | None
+    subject: str | None
+    reply_to: str | None
+    application_properties: dict[str, Any]
+    delivery_count: int
+    enqueued_time: datetime
+    scheduled_enqueue_time: datetime | None
+    locked_until: datetime
+    lock_token: str
+    dead_letter_reason: str | None
+    dead_letter_error_description: str | None
+
+
+def dead_letter_queue(queue: str) -> str:
+    """The entity path of a queue's dead-letter sub-queue."""
+    return queue.lower() + DEAD_LETTER_SUFFIX
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"naive datetime {moment!r}: the local Service Bus works in UTC only")
+    return moment.astimezone(UTC)
+
+
+def _fmt(moment: datetime) -> str:
+    return _utc(moment).strftime(_TIME_FORMAT)
+
+
+def _parse(text: str) -> datetime:
+    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
+
+
+def _parse_optional(text: str | None) -> datetime | None:
+    return None if text is None else _parse(text)
+
+
+def _micros(duration: timedelta) -> int:
+    return duration // _MICROSECOND
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _split_entity(path: str) -> tuple[str, bool]:
+    entity = path.strip().lower()
+    if entity.endswith(DEAD_LETTER_SUFFIX):
+        return entity[: -len(DEAD_LETTER_SUFFIX)], True
+    return entity, False
+
+
+def _entity_name(queue: str, dead_lettered: bool) -> str:
+    return queue + DEAD_LETTER_SUFFIX if dead_lettered else queue
+
+
+def _message(
+    row: sqlite3.Row, *, delivery_count: int, lock_token: str, locked_until: datetime
+) -> ReceivedMessage:
+    return ReceivedMessage(
+        queue=_entity_name(row["queue"], bool(row["dead_lettered"])),
+        sequence_number=row["sequence_number"],
+        message_id=row["message_id"],
+        body=bytes(row["body"]),
+        correlation_id=row["correlation_id"],
+        content_type=row["content_type"],
+        subject=row["subject"],
+        reply_to=row["reply_to"],
+        application_properties=json.loads(row["application_properties"]),
+        delivery_count=delivery_count,
+        enqueued_time=_parse(row["enqueued_time"]),
+        scheduled_enqueue_time=_parse_optional(row["scheduled_enqueue_time"]),
+        locked_until=locked_until,
+        lock_token=lock_token,
+        dead_letter_reason=row["dead_letter_reason"],
+        dead_letter_error_description=row["dead_letter_error_description"],
+    )
+
+
+def _config(row: sqlite3.Row) -> QueueConfig:
+    window = row["duplicate_window_us"]
+    return QueueConfig(
+        name=row["name"],
+        max_delivery_count=row["max_delivery_count"],
+        lock_duration=timedelta(microseconds=row["lock_duration_us"]),
+        duplicate_detection_window=None if window is None else timedelta(microseconds=window),
+    )
+
+
+class LocalServiceBus:
+    """Queues in one SQLite file; any number of instances in any number of processes may share it."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        queues: Iterable[QueueConfig] = (),
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if str(path) == ":memory:":
+            raise ValueError("the local Service Bus needs a file: ':memory:' is private to one connection")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clock = clock or _system_clock
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+        # executescript commits on its own; the DDL is IF NOT EXISTS, so racing processes agree.
+        self._connection().executescript(SCHEMA)
+        for config in queues:
+            self.declare(config)
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            # isolation_level=None: no implicit transactions, ``_transaction`` opens them explicitly.
+            # check_same_thread=False only so that ``close`` may close every thread's connection.
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a sent or settled message survives a crash of the machine, not only of the process.
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
+        return conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front: two receivers can never select the same row,
+        # and there is no read-to-write upgrade to deadlock on.
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._opened_lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return _utc(self._clock())
+
+    def _entity(self, conn: sqlite3.Connection, path: str) -> tuple[QueueConfig, bool]:
+        name, dead_lettered = _split_entity(path)
+        row = conn.execute("SELECT * FROM queues WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise QueueNotFound(f"queue {name!r} is not declared")
+        return _config(row), dead_lettered
+
+    def _locked_row(self, conn: sqlite3.Connection, message: ReceivedMessage, now: datetime) -> sqlite3.Row:
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT queue, dead_lettered, lock_token, locked_until, lock_duration_us, delivery_count"
+            " FROM messages WHERE sequence_number = ?",
+            (message.sequence_number,),
+        ).fetchone()
+        if row is None or row["lock_token"] != message.lock_token:
+            raise MessageLockLost(
+                f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
+                " the lock token is no longer current"
+            )
+        if row["locked_until"] <= _fmt(now):
+            raise MessageLockLost(
+                f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
+                f" the lock expired at {row['locked_until']}"
+            )
+        return row
+
+    @staticmethod
+    def _move_to_dead_letter(
+        conn: sqlite3.Connection, sequence_number: int, reason: str, description: str | None, now: datetime
+    ) -> None:
+        conn.execute(
+            "UPDATE messages SET dead_lettered = 1, visible_at = ?, locked_until = NULL, lock_token = NULL,"
+            " lock_duration_us = NULL, dead_letter_reason = ?, dead_letter_error_description = ?"
+            " WHERE sequence_number = ?",
+            (_fmt(now), reason, description, sequence_number),
+        )
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def declare(self, config: QueueConfig) -> None:
+        window = config.duplicate_detection_window
+        self._connection().execute(
+            "INSERT INTO queues (name, max_delivery_count, lock_duration_us, duplicate_window_us)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+            " max_delivery_count = excluded.max_delivery_count,"
+            " lock_duration_us = excluded.lock_duration_us,"
+            " duplicate_window_us = excluded.duplicate_window_us",
+            (
+                config.name,
+                config.max_delivery_count,
+                _micros(config.lock_duration),
+                None if window is None else _micros(window),
+            ),
+        )
+
+    def queues(self) -> list[QueueConfig]:
+        rows = self._connection().execute("SELECT * FROM queues ORDER BY name").fetchall()
+        return [_config(row) for row in rows]
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        body: bytes | str,
+        *,
+        message_id: str | None = None,
+        correlation_id: str | None = None,
+        content_type: str | None = None,
+        subject: str | None = None,
+        reply_to: str | None = None,
+        application_properties: Mapping[str, Any] | None = None,
+        scheduled_enqueue_time: datetime | None = None,
+    ) -> bool:
+        """Enqueue one message; False (and nothing stored) when it is a duplicate inside the window."""
+        if isinstance(body, str):
+            data = body.encode("utf-8")
+        elif isinstance(body, bytes | bytearray | memoryview):
+            data = bytes(body)
+        else:
+            raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+        properties = json.dumps(dict(application_properties or {}), separators=(",", ":"))
+        scheduled = None if scheduled_enqueue_time is None else _utc(scheduled_enqueue_time)
+        message_id = uuid.uuid4().hex if message_id is None else message_id
+        with self._transaction() as conn:
+            config, dead_lettered = self._entity(conn, queue)
+            if dead_lettered:
+                raise ValueError(f"cannot send to a dead-letter queue ({queue!r})")
+            now = self._now()
+            if config.duplicate_detection_window is not None:
+                # The purge is what lets an id back in once its window (from the first send) is over.
+                conn.execute("DELETE FROM duplicates WHERE expires_at <= ?", (_fmt(now),))
+                inserted = conn.execute(
+                    "INSERT INTO duplicates (queue, message_id, expires_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (queue, message_id) DO NOTHING",
+                    (config.name, message_id, _fmt(now + config.duplicate_detection_window)),
+                )
+                if inserted.rowcount == 0:
+                    return False
+            # As in Service Bus, a scheduled message counts as enqueued when it becomes active.
+            enqueued = now if scheduled is None or scheduled <= now else scheduled
+            conn.execute(
+                "INSERT INTO messages (queue, visible_at, message_id, body, correlation_id, content_type,"
+                " subject, reply_to, application_properties, enqueued_time, scheduled_enqueue_time)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    config.name,
+                    _fmt(enqueued),
+                    message_id,
+                    data,
+                    correlation_id,
+                    content_type,
+                    subject,
+                    reply_to,
+                    properties,
+                    _fmt(enqueued),
+                    None if scheduled is None else _fmt(scheduled),
+                ),
+            )
+        return True
+
+    # -- receiving and settling ------------------------------------------------------------
+
+    def receive(
+        self, queue: str, max_messages: int = 1, *, lock_duration: timedelta | None = None
+    ) -> list[ReceivedMessage]:
+        """Peek-lock up to ``max_messages`` receivable messages, oldest first; never waits for more."""
+        if max_messages < 1:
+            raise ValueError("max_messages must be at least 1")
+        if lock_duration is not None and lock_duration < _MICROSECOND:
+            raise ValueError("lock_duration must be positive")
+        received: list[ReceivedMessage] = []
+        with self._transaction() as conn:
+            config, dead_lettered = self._entity(conn, queue)
+            duration = lock_duration or config.lock_duration
+            now = self._now()
+            locked_until = now + duration
+            # Rows dead-lettered on the way leave the entity, so asking again for the shortfall
+            # always makes progress and ends.
+            while len(received) < max_messages:
+                rows = conn.execute(
+                    f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                    " WHERE queue = ? AND dead_lettered = ? AND visible_at <= ?"
+                    " ORDER BY sequence_number LIMIT ?",
+                    (config.name, int(dead_lettered), _fmt(now), max_messages - len(received)),
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    if not dead_lettered and row["delivery_count"] >= config.max_delivery_count:
+                        self._move_to_dead_letter(
+                            conn,
+                            row["sequence_number"],
+                            MAX_DELIVERY_COUNT_EXCEEDED,
+                            _max_delivery_description(config),
+                            now,
+                        )
+                        continue
+                    token = str(uuid.uuid4())
+                    conn.execute(
+                        "UPDATE messages SET delivery_count = delivery_count + 1, lock_token = ?,"
+                        " locked_until = ?, visible_at = ?, lock_duration_us = ? WHERE sequence_number = ?",
+                        (
+                            token,
+                            _fmt(locked_until),
+                            _fmt(locked_until),
+                            _micros(duration),
+                            row["sequence_number"],
+                        ),
+                    )
+                    received.append(
+                        _message(
+                            row,
+                            delivery_count=row["delivery_count"] + 1,
+                            lock_token=token,
+                            locked_until=locked_until,
+                        )
+                    )
+        return received
+
+    def complete(self, message: ReceivedMessage) -> None:
+        with self._transaction() as conn:
+            self._locked_row(conn, message, self._now())
+            conn.execute("DELETE FROM messages WHERE sequence_number = ?", (message.sequence_number,))
+
+    def abandon(self, message: ReceivedMessage) -> None:
+        """Unlock at once; a message that has used up its deliveries goes to the dead-letter queue."""
+        with self._transaction() as conn:
+            now = self._now()
+            row = self._locked_row(conn, message, now)
+            if not row["dead_lettered"]:
+                config, _ = self._entity(conn, row["queue"])
+                if row["delivery_count"] >= config.max_delivery_count:
+                    self._move_to_dead_letter(
+                        conn,
+                        message.sequence_number,
+                        MAX_DELIVERY_COUNT_EXCEEDED,
+                        _max_delivery_description(config),
+                        now,
+                    )
+                    return
+            conn.execute(
+                "UPDATE messages SET visible_at = ?, locked_until = NULL, lock_token = NULL,"
+                " lock_duration_us = NULL WHERE sequence_number = ?",
+                (_fmt(now), message.sequence_number),
+            )
+
+    def dead_letter(self, message: ReceivedMessage, reason: str, description: str | None = None) -> None:
+        with self._transaction() as conn:
+            now = self._now()
+            row = self._locked_row(conn, message, now)
+            if row["dead_lettered"]:
+                raise ValueError(f"message #{message.sequence_number} is already in the dead-letter queue")
+            self._move_to_dead_letter(conn, message.sequence_number, reason, description, now)
+
+    def renew_lock(self, message: ReceivedMessage) -> datetime:
+        """Extend the lock by the duration it was taken with; returns the new expiry."""
+        with self._transaction() as conn:
+            now = self._now()
+            row = self._locked_row(conn, message, now)
+            locked_until = now + timedelta(microseconds=row["lock_duration_us"])
+            conn.execute(
+                "UPDATE messages SET locked_until = ?, visible_at = ? WHERE sequence_number = ?",
+                (_fmt(locked_until), _fmt(locked_until), message.sequence_number),
+            )
+        return locked_until
+
+    # -- inspecting ------------------------------------------------------------------------
+
+    def peek(self, queue: str, max_messages: int = 100) -> list[ReceivedMessage]:
+        """Every message of the entity in sequence order, locked and scheduled ones included.
+
+        Nothing changes. A peeked message carries no lock: its ``lock_token`` is ``""`` (so settling
+        it raises ``MessageLockLost``) and ``locked_until`` is the current lock's expiry if another
+        receiver holds one, else ``NOT_LOCKED``.
+        """
+        if max_messages < 1:
+            raise ValueError("max_messages must be at least 1")
+        conn = self._connection()
+        config, dead_lettered = self._entity(conn, queue)
+        now = _fmt(self._now())
+        rows = conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue = ? AND dead_lettered = ?"
+            " ORDER BY sequence_number LIMIT ?",
+            (config.name, int(dead_lettered), max_messages),
+        ).fetchall()
+        return [
+            _message(
+                row,
+                delivery_count=row["delivery_count"],
+                lock_token="",
+                locked_until=_parse(row["locked_until"])
+                if row["locked_until"] is not None and row["locked_until"] > now
+                else NOT_LOCKED,
+            )
+            for row in rows
+        ]
+
+    def counts(self, queue: str) -> dict[str, int]:
+        """Disjoint counts: ``active`` is receivable now, ``locked`` is held by a receiver,
+        ``scheduled`` waits for its enqueue time, ``dead_letter`` is the dead-letter sub-queue.
+
+        A dead-letter path counts the queue it belongs to.
+        """
+        conn = self._connection()
+        config, _ = self._entity(conn, queue)
+        row = conn.execute(
+            "SELECT"
+            " COALESCE(SUM(dead_lettered = 0 AND visible_at <= :now), 0) AS active,"
+            " COALESCE(SUM(dead_lettered = 0 AND visible_at > :now"
+            "   AND (locked_until IS NULL OR locked_until <= :now)), 0) AS scheduled,"
+            " COALESCE(SUM(dead_lettered = 0 AND locked_until > :now), 0) AS locked,"
+            " COALESCE(SUM(dead_lettered = 1), 0) AS dead_letter"
+            " FROM messages WHERE queue = :queue",
+            {"now": _fmt(self._now()), "queue": config.name},
+        ).fetchone()
+        return {key: int(row[key]) for key in ("active", "scheduled", "locked", "dead_letter")}
+
+    def next_due(self) -> datetime | None:
+        """The earliest future moment at which a message becomes receivable, in any queue."""
+        row = (
+            self._connection()
+            .execute("SELECT MIN(visible_at) AS due FROM messages WHERE visible_at > ?", (_fmt(self._now()),))
+            .fetchone()
+        )
+        return _parse_optional(row["due"])
+
+
+def _max_delivery_description(config: QueueConfig) -> str:
+    return f"Message could not be consumed after {config.max_delivery_count} delivery attempts."
