@@ -496,6 +496,26 @@ class LocalServiceBus:
                 raise ValueError(f"message #{message.sequence_number} is already in the dead-letter queue")
             self._move_to_dead_letter(conn, message.sequence_number, reason, description, now)
 
+    def dead_letter_by_lock_token(
+        self, queue: str, lock_token: str, reason: str, description: str | None = None
+    ) -> None:
+        """Dead-letter the message a trigger holds, knowing only its lock token.
+
+        A function gets the lock token in its trigger metadata, not the received message; this is
+        how it settles the message itself (the host then finds it settled and leaves it alone).
+        """
+        with self._transaction() as conn:
+            now = self._now()
+            name, _ = _split_entity(queue)
+            row = conn.execute(
+                "SELECT sequence_number, locked_until FROM messages"
+                " WHERE queue = ? AND lock_token = ? AND dead_lettered = 0",
+                (name, lock_token),
+            ).fetchone()
+            if row is None or row["locked_until"] <= _fmt(now):
+                raise MessageLockLost(f"no message on {queue!r} holds a live lock {lock_token!r}")
+            self._move_to_dead_letter(conn, row["sequence_number"], reason, description, now)
+
     def renew_lock(self, message: ReceivedMessage) -> datetime:
         """Extend the lock by the duration it was taken with; returns the new expiry."""
         with self._transaction() as conn:
