@@ -4,32 +4,40 @@ Function bodies, the agent and the operator tools all get their ports here, so s
 profile is a settings change and nothing else.
 """
 
-from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from adapters.clock import SystemClock
 from adapters.sql_orders import sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_state_store import SqliteStateStore
-from domain.ports import Clock, CompensationLog, OrdersRepository, StateStore
+from services.context import Ports
 from services.settings import Settings
 
 
-@dataclass(frozen=True)
-class Ports:
-    states: StateStore
-    orders: OrdersRepository
-    compensation_log: CompensationLog
-    clock: Clock
+class DevhostClock:
+    """devhost's clock, so the app's CompleteBy and devhost's durable timers agree (tests run it virtual)."""
+
+    def now(self) -> datetime:
+        from devhost.clock import current_clock  # noqa: PLC0415 - embedded profile only
+
+        return current_clock().now()
 
 
 def build_ports(settings: Settings) -> Ports:
     if settings.profile == "embedded":
+        from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
+
         data = Path(settings.data_dir)
+        clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
+        messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
         return Ports(
+            settings=settings,
             states=SqliteStateStore(data / "state.db"),
             orders=sqlite_orders_repository(data / "orders.db"),
             compensation_log=SqliteCompensationLog(data / "compensation.db"),
-            clock=SystemClock(),
+            clock=clock,
+            sender=messaging,
+            settlement=messaging,
         )
     raise ValueError(f"unsupported profile {settings.profile!r}")  # pragma: no cover - Literal guards it

@@ -423,7 +423,7 @@ class DurableEngine:
         else:
             try:
                 state = json.loads(orchestrator(func.OrchestrationContext(context)))
-            except Exception as raised:
+            except Exception as raised:  # noqa: BLE001 - the orchestrator's failure is the instance's result
                 error, state = split_orchestrator_error(raised)
         scheduled = [e for e in old if e["EventType"] in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)]
         outcome = self._apply_actions(

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import azure.functions as func
 from aiohttp import web
@@ -85,6 +85,14 @@ class InvocationContext(func.Context):
         return None
 
 
+class ExtraSource(Protocol):
+    def step(self) -> int:
+        """Do what is due now; return how many items were handled."""
+        ...
+
+    def next_due(self) -> datetime | None: ...
+
+
 class Host:
     def __init__(
         self,
@@ -109,6 +117,8 @@ class Host:
         self._loops: list[asyncio.Task[None]] = []
         self._next_fire: dict[str, datetime] = {}
         self.bound_port = 0
+        # Work outside the app that tests run in lock-step with the host (e.g. a scripted agent).
+        self.extra_sources: list[ExtraSource] = []
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -117,6 +127,8 @@ class Host:
         set_current_clock(self.clock)
         self.functions = index(load_app(self.app_dir), self.env)
         self.servicebus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
+        # The app's embedded messaging adapter and agent processes open the same file.
+        self.env["DEVHOST_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
         if self.config.servicebus_config is not None:
             for queue in queues_from_emulator_config(self.config.servicebus_config):
                 self.servicebus.declare(queue)
@@ -258,7 +270,7 @@ class Host:
         )
         try:
             result = await self.invoke(spec, http_request)
-        except Exception:
+        except Exception:  # an unhandled function error is a 500, as in Azure
             log.exception("function %s failed", spec.name)
             return web.Response(status=500, text="Internal Server Error")
         if result is None:
@@ -329,7 +341,7 @@ class Host:
         )
         try:
             await self.invoke(spec, request)
-        except Exception:
+        except Exception:  # a failing timer function must not stop its schedule
             log.exception("timer function %s failed", spec.name)
 
     async def step_timers(self) -> int:
@@ -358,7 +370,7 @@ class Host:
         renewer = asyncio.create_task(self._renew_lock(message))
         try:
             await self.invoke(spec, _servicebus_message(message))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a failure means abandon: the broker counts deliveries
             log.warning(
                 "function %s failed on message %s (delivery %d): %s",
                 spec.name,
@@ -415,7 +427,7 @@ class Host:
             )
             result = await self.invoke(spec, argument)
             encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - an activity's exception is the task's failure
             reason = f"Activity function '{work.name}' failed: {type(error).__name__}: {error}"
             self.engine.finish_activity(work, failure=(reason, traceback.format_exc()))
             return
@@ -430,10 +442,17 @@ class Host:
             done += await self.step_servicebus(spec, self.config.concurrency)
         done += await self.step_orchestrations()
         done += await self.step_activities(self.config.concurrency)
+        for source in self.extra_sources:
+            done += source.step()
         return done
 
     def next_due(self) -> datetime | None:
-        candidates = [self.engine.next_due(), self.servicebus.next_due(), *self._next_fire.values()]
+        candidates = [
+            self.engine.next_due(),
+            self.servicebus.next_due(),
+            *self._next_fire.values(),
+            *(source.next_due() for source in self.extra_sources),
+        ]
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
 
@@ -479,7 +498,7 @@ class Host:
                 done = await step()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # keep serving; the cause is in the log
                 log.exception("devhost loop failed")
                 done = 0
             if not done:

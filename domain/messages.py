@@ -142,6 +142,7 @@ class OperatorAlert(_Message):
 
     Event: Literal[
         "SubmissionRejected",
+        "MessageRejected",
         "OrderFailed",
         "RecoveryGaveUp",
         "CompensationFailed",

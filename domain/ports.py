@@ -150,3 +150,23 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """Timezone-aware UTC now."""
         ...
+
+
+class MessageSender(Protocol):
+    def send(
+        self,
+        queue: str,
+        body: str,
+        *,
+        message_id: str,
+        correlation_id: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        """Send one message. ``message_id`` is the broker's duplicate-detection key (E9)."""
+        ...
+
+
+class MessageSettlement(Protocol):
+    def dead_letter(self, queue: str, lock_token: str, reason: str, description: str) -> None:
+        """Dead-letter the message a trigger is processing, identified by its lock token."""
+        ...

@@ -10,6 +10,7 @@ Processing or Compensating; ``FailureCount`` and ``Attempt`` never decrease; the
 states (Processed, Error, Compensated, CompensationFailed) are left only by operator action.
 """
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -241,14 +242,23 @@ def begin_compensation(
     )
 
 
-def steps_to_compensate(record: StateRecord) -> tuple[str, ...]:
-    """Completed steps not yet undone, newest first: the order compensations run in (R9)."""
-    return tuple(s for s in reversed(record.CompletedSteps) if s not in record.CompensatedSteps)
+def steps_to_compensate(record: StateRecord, undoable: Collection[str] | None = None) -> tuple[str, ...]:
+    """Completed steps not yet undone, newest first: the order compensations run in (R9).
+
+    ``undoable`` names the steps that have a compensation; steps with nothing to undo are left out.
+    """
+    return tuple(
+        s
+        for s in reversed(record.CompletedSteps)
+        if s not in record.CompensatedSteps and (undoable is None or s in undoable)
+    )
 
 
-def compensated(record: StateRecord, *, instance: str, now: datetime) -> StateRecord:
+def compensated(
+    record: StateRecord, *, instance: str, now: datetime, undoable: Collection[str] | None = None
+) -> StateRecord:
     _fence(record, instance, _COMPENSATING, "compensated")
-    pending = steps_to_compensate(record)
+    pending = steps_to_compensate(record, undoable)
     if pending:
         raise IllegalTransition(
             f"compensated: order {record.OrderID} still has steps to undo: {', '.join(pending)}"

@@ -26,6 +26,15 @@ class Settings(BaseModel):
 
     profile: Literal["embedded"] = Field("embedded", alias="SAS_PROFILE")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
+    # "devhost": share devhost's clock, so a virtual clock in tests drives CompleteBy too.
+    clock: Literal["system", "devhost"] = Field("system", alias="SAS_CLOCK")
+    local_servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
+    orders_queue: str = Field("orders", alias="SAS_ORDERS_QUEUE")
+    agent_requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
+    agent_replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
+    alerts_queue: str = Field("operator-alerts", alias="SAS_ALERTS_QUEUE")
+    workflow_version: str = Field("v1", alias="SAS_WORKFLOW_VERSION")
+    agent_max_attempts: int = Field(4, alias="SAS_AGENT_MAX_ATTEMPTS", ge=1)
     status_queues: Annotated[tuple[str, ...], BeforeValidator(_split_csv)] = Field(
         ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1
     )

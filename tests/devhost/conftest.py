@@ -81,6 +81,8 @@ def make_sample(
 ) -> Sample:
     output = tmp_path / "out.jsonl"
     monkeypatch.setenv("SAMPLE_OUTPUT", str(output))
+    # Set per test: the host exports it to the process environment for the app to read.
+    monkeypatch.setenv("DEVHOST_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
     host = Host(SAMPLE_APP, clock=clock or VirtualClock(), data_dir=tmp_path / "data", port=0, env=os.environ)
     loop.run_until_complete(host.start())
     return Sample(host, loop, output)

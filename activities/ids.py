@@ -1,0 +1,18 @@
+"""The identity every activity payload carries: the order and the attempt (instance) acting on it."""
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Attempt:
+    order_id: str
+    instance_id: str
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> "Attempt":
+        return cls(order_id=str(payload["OrderID"]), instance_id=str(payload["InstanceID"]))
+
+    @property
+    def number(self) -> int:
+        return int(self.instance_id.rsplit("-", 1)[1])

@@ -1,0 +1,281 @@
+"""The activities the order orchestrator calls. Every state write is fenced (E5).
+
+Activities are at-least-once, so each is safe to repeat: a transition that was already applied
+is either a no-op (complete_step, compensation log appends) or recognised by the attempt
+number and state (finish), and every message it sends has a stable MessageId.
+"""
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from activities.ids import Attempt
+from domain import transitions
+from domain.errors import RetryBudgetExhausted
+from domain.ids import idempotency_key, request_message_id
+from domain.messages import AgentRequest, OrderStatus
+from domain.ports import CompensationEntry, CompensationOutcome, OrderRow
+from domain.record import StateRecord
+from domain.states import LOCKED_STATES, ProcessState
+from domain.workflow import WORKFLOWS, Workflow
+from services.context import Ports
+from services.fenced import fenced_update
+from services.notifications import post_status, raise_alert
+
+log = logging.getLogger("sas.activities")
+
+FENCED: dict[str, Any] = {"Fenced": True}
+
+# C5: the compensation log keeps references to remote effects, never personal or card data.
+_REFERENCE_SUFFIX = "Id"
+
+
+def _workflow(record: StateRecord) -> Workflow:
+    return WORKFLOWS[record.WorkflowVersion]
+
+
+def _order_json(order: OrderRow) -> dict[str, Any]:
+    return {
+        "OrderID": order.OrderID,
+        "Customer": order.Customer,
+        "Total": str(order.Total),
+        "Lines": [
+            {"Sku": line.Sku, "Quantity": line.Quantity, "UnitPrice": str(line.UnitPrice)}
+            for line in order.Lines
+        ],
+    }
+
+
+def _to_compensate(ports: Ports, order_id: str) -> list[dict[str, Any]]:
+    """What is still to undo, newest first, from the compensation log (R9)."""
+    return [
+        {"Step": e.Step, "Action": e.Action, "Data": e.Data}
+        for e in ports.compensation_log.entries(order_id)
+        if e.Outcome is not CompensationOutcome.COMPENSATED
+    ]
+
+
+def read_order(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+    """The attempt's starting point (E7): the order from SQL and where the record stands."""
+    attempt = Attempt.of(payload)
+    stored = ports.states.get(attempt.order_id)
+    if stored is None or stored.record.LockedBy != attempt.instance_id:
+        return FENCED
+    record = stored.record
+    order = ports.orders.get(attempt.order_id)
+    if order is None:
+        return {"Fenced": False, "Missing": True}
+    compensating = record.ProcessState is ProcessState.COMPENSATING
+    return {
+        "Fenced": False,
+        "Missing": False,
+        "Compensating": compensating,
+        "CompletedSteps": list(record.CompletedSteps),
+        "ToCompensate": _to_compensate(ports, attempt.order_id) if compensating else [],
+        "Order": _order_json(order),
+    }
+
+
+def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+    """The step's own CompleteBy and its share of the retry budget (R1, C2)."""
+    attempt = Attempt.of(payload)
+    step = str(payload["Step"])
+    settings = ports.settings
+    granted: list[int] = []
+
+    def begin(record: StateRecord) -> StateRecord:
+        started = transitions.begin_step(
+            record,
+            instance=attempt.instance_id,
+            step=step,
+            now=ports.clock.now(),
+            policy=settings.scheduler_policy,
+            calls_wanted=settings.agent_max_attempts,
+        )
+        granted.append(started.calls_granted)
+        return started.record
+
+    try:
+        record = fenced_update(ports.states, attempt.order_id, begin)
+    except RetryBudgetExhausted as exhausted:
+        return {"Fenced": False, "Exhausted": True, "Error": str(exhausted)}
+    if record is None or record.CompleteBy is None:
+        return FENCED
+    return {
+        "Fenced": False,
+        "Exhausted": False,
+        "CompleteBy": record.CompleteBy.isoformat(),
+        "CallsGranted": granted[-1],
+    }
+
+
+def send_agent_request(payload: dict[str, Any], ports: Ports) -> str:
+    """The request to the Agent (R2). MessageId is stable across re-sends of this attempt (E9)."""
+    attempt = Attempt.of(payload)
+    action = str(payload["Action"])
+    request_id = request_message_id(attempt.instance_id, action)
+    request = AgentRequest(
+        RequestID=request_id,
+        InstanceID=attempt.instance_id,
+        OrderID=attempt.order_id,
+        Step=action,
+        IdempotencyKey=idempotency_key(attempt.order_id, action),
+        Payload=dict(payload.get("Payload") or {}),
+        CompleteBy=datetime.fromisoformat(str(payload["CompleteBy"])),
+        MaxAttempts=int(payload["MaxAttempts"]),
+    )
+    ports.sender.send(
+        ports.settings.agent_requests_queue,
+        request.model_dump_json(),
+        message_id=request_id,
+        correlation_id=attempt.order_id,
+    )
+    return request_id
+
+
+def record_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+    """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
+    attempt = Attempt.of(payload)
+    step = str(payload["Step"])
+    stored = ports.states.get(attempt.order_id)
+    if stored is None or stored.record.LockedBy != attempt.instance_id:
+        return FENCED
+    workflow = _workflow(stored.record)
+    now = ports.clock.now()
+    if stored.record.ProcessState is ProcessState.PROCESSING:
+        compensation = workflow.step(step).compensation
+        if compensation is not None:
+            result = payload.get("Result") or {}
+            references = {
+                str(k): str(v)
+                for k, v in result.items()
+                if str(k).endswith(_REFERENCE_SUFFIX) and isinstance(v, str | int)
+            }
+            ports.compensation_log.append(
+                CompensationEntry(
+                    OrderID=attempt.order_id,
+                    Sequence=workflow.sequence(step),
+                    Step=step,
+                    Action=compensation,
+                    Data=references,
+                    RecordedAt=now,
+                )
+            )
+    else:
+        ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
+    record = fenced_update(
+        ports.states,
+        attempt.order_id,
+        lambda r: transitions.complete_step(
+            r, instance=attempt.instance_id, step=step, now=now, policy=ports.settings.scheduler_policy
+        ),
+    )
+    return FENCED if record is None else {"Fenced": False}
+
+
+def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+    """A step that runs in the Function App itself; each is idempotent (R8, C10)."""
+    attempt = Attempt.of(payload)
+    action = str(payload["Action"])
+    stored = ports.states.get(attempt.order_id)
+    if stored is None or stored.record.LockedBy != attempt.instance_id:
+        return FENCED
+    order = payload.get("Order") or {}
+    if action == "ValidateOrder":
+        problem = _validation_problem(order)
+        if problem is not None:
+            return {"Fenced": False, "Error": f"ValidateOrder: {problem}"}
+    elif action == "ConfirmOrder":
+        ports.orders.update_status(attempt.order_id, "Confirmed", ports.clock.now())
+    else:
+        return {"Fenced": False, "Error": f"no local action {action!r}"}
+    return record_step(payload, ports)
+
+
+def _validation_problem(order: dict[str, Any]) -> str | None:
+    blocked = [line["Sku"] for line in order.get("Lines", []) if str(line["Sku"]).startswith("BLOCKED")]
+    if blocked:
+        return f"SKU(s) {', '.join(blocked)} may not be sold"
+    return None
+
+
+# The terminal moves of an attempt: target state, status for the submitter, alert, SQL status.
+_FINISH: dict[str, tuple[ProcessState, OrderStatus | None, str | None, str | None]] = {
+    "complete": (ProcessState.PROCESSED, OrderStatus.COMPLETED, None, None),
+    "fail": (ProcessState.ERROR, OrderStatus.FAILED, "OrderFailed", "Failed"),
+    "begin_compensation": (ProcessState.COMPENSATING, None, None, None),
+    "compensated": (ProcessState.COMPENSATED, OrderStatus.COMPENSATED, "OrderCompensated", "Cancelled"),
+    "compensation_failed": (
+        ProcessState.COMPENSATION_FAILED,
+        OrderStatus.COMPENSATION_FAILED,
+        "CompensationFailed",
+        "CompensationFailed",
+    ),
+}
+
+
+def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+    """Complete, fail, or move through compensation; then tell the submitter and the operator."""
+    attempt = Attempt.of(payload)
+    outcome = str(payload["Outcome"])
+    error = str(payload.get("Error") or "")
+    target, status, alert, sql_status = _FINISH[outcome]
+    now = ports.clock.now()
+    instance = attempt.instance_id
+    policy = ports.settings.scheduler_policy
+
+    def move(record: StateRecord) -> StateRecord:
+        undoable = {s.name for s in _workflow(record).steps if s.compensation}
+        match outcome:
+            case "complete":
+                return transitions.complete(record, instance=instance, now=now)
+            case "fail":
+                return transitions.fail(record, instance=instance, now=now, error=error)
+            case "begin_compensation":
+                return transitions.begin_compensation(
+                    record, instance=instance, now=now, policy=policy, error=error
+                )
+            case "compensated":
+                return transitions.compensated(record, instance=instance, now=now, undoable=undoable)
+            case _:
+                return transitions.compensation_failed(record, instance=instance, now=now, error=error)
+
+    record = fenced_update(ports.states, attempt.order_id, move)
+    if record is None:
+        # A repeat of this activity after its write landed: the record shows it; notify again.
+        stored = ports.states.get(attempt.order_id)
+        if stored is None or not _already_finished(stored.record, attempt, target):
+            return FENCED
+        record = stored.record
+    if sql_status is not None:
+        ports.orders.update_status(attempt.order_id, sql_status, now)
+    if status is not None:
+        post_status(
+            ports.sender,
+            queue=record.StatusQueue,
+            order_id=attempt.order_id,
+            status=status,
+            now=now,
+            detail=record.LastError,
+        )
+    if alert is not None:
+        raise_alert(
+            ports.sender,
+            queue=ports.settings.alerts_queue,
+            event=alert,
+            reason=f"order {attempt.order_id} is {target.value}: {record.LastError or 'no error recorded'}",
+            now=now,
+            order_id=attempt.order_id,
+            dedup_key=f"{attempt.order_id}:{record.Attempt}",
+        )
+    result: dict[str, Any] = {"Fenced": False, "State": record.ProcessState.value}
+    if outcome == "begin_compensation":
+        result["ToCompensate"] = _to_compensate(ports, attempt.order_id)
+    return result
+
+
+def _already_finished(record: StateRecord, attempt: Attempt, target: ProcessState) -> bool:
+    if record.Attempt != attempt.number or record.ProcessState is not target:
+        return False
+    # Compensating stays locked by the same instance; terminal states are unlocked.
+    return record.ProcessState not in LOCKED_STATES or record.LockedBy == attempt.instance_id

@@ -1,0 +1,61 @@
+"""The order workflow's steps, by version (C7): what runs where, and how each step is undone.
+
+The orchestrator for a version reads its step list from here, so the definition is pure data
+that both the orchestrator (deterministically) and the activities agree on. A new version is a
+new entry; in-flight orders keep the version stored in their record.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Runs(StrEnum):
+    LOCAL = "local"  # an activity in the Function App
+    AGENT = "agent"  # the remote service, through the Agent's request/reply queues
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    runs: Runs
+    # The step's compensating action, or None when there is nothing to undo.
+    compensation: str | None = None
+    compensation_runs: Runs = Runs.AGENT
+
+
+@dataclass(frozen=True)
+class Workflow:
+    version: str
+    steps: tuple[Step, ...]
+
+    @property
+    def orchestrator(self) -> str:
+        return orchestrator_name(self.version)
+
+    def step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"workflow {self.version} has no step {name!r}")
+
+    def sequence(self, name: str) -> int:
+        """The step's position: compensation log entries sort by it (R9)."""
+        return [s.name for s in self.steps].index(name)
+
+
+def orchestrator_name(version: str) -> str:
+    return f"order_workflow_{version}"
+
+
+ORDER_WORKFLOW_V1 = Workflow(
+    version="v1",
+    steps=(
+        Step("ValidateOrder", Runs.LOCAL),
+        Step("ReserveInventory", Runs.AGENT, compensation="ReleaseInventory"),
+        Step("ChargePayment", Runs.AGENT, compensation="RefundPayment"),
+        Step("ConfirmOrder", Runs.LOCAL),
+    ),
+)
+
+WORKFLOWS: dict[str, Workflow] = {w.version: w for w in (ORDER_WORKFLOW_V1,)}
+CURRENT_VERSION = ORDER_WORKFLOW_V1.version

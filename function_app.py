@@ -1,0 +1,117 @@
+"""The Function App of the Scheduler Agent Supervisor pattern (E1-E18).
+
+Function bodies stay a few lines: parse the trigger, call a service or an activity module,
+return. The same file runs on devhost (embedded profile) and on Azure Functions; only the
+adapters behind the ports change, chosen by settings in ``adapters/factory.py``.
+"""
+
+import functools
+import logging
+import os
+from typing import Any
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from activities import workflow as steps
+from adapters.factory import build_ports
+from domain.workflow import ORDER_WORKFLOW_V1
+from orchestrators.order_workflow import agent_event, run_workflow
+from services import intake, scheduling
+from services.context import Ports
+from services.settings import Settings
+
+app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+log = logging.getLogger("sas.app")
+
+
+@functools.cache
+def ports() -> Ports:
+    return build_ports(Settings.from_env(os.environ))
+
+
+def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
+    return intake.Delivery(
+        queue=queue, message_id=msg.message_id or "", lock_token=msg.lock_token or "", body=msg.get_body()
+    )
+
+
+# --- Submission (E1-E2) ---------------------------------------------------------------------
+
+
+@app.service_bus_queue_trigger(
+    arg_name="msg", queue_name="%SAS_ORDERS_QUEUE%", connection="ServiceBusConnection"
+)
+def submit_order(msg: func.ServiceBusMessage) -> None:
+    intake.handle_submission(_delivery(msg, ports().settings.orders_queue), ports())
+
+
+# --- Scheduler: starter (E4) and orchestrator (E5-E12) --------------------------------------
+
+
+@app.timer_trigger(schedule="%SAS_STARTER_SCHEDULE%", arg_name="timer", use_monitor=False)
+@app.durable_client_input(client_name="client")
+async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    await scheduling.start_pending(client, ports())
+
+
+@app.orchestration_trigger(context_name="context")
+def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
+
+
+@app.activity_trigger(input_name="payload")
+def read_order(payload: dict[str, Any]) -> dict[str, Any]:
+    return steps.read_order(payload, ports())
+
+
+@app.activity_trigger(input_name="payload")
+def begin_step(payload: dict[str, Any]) -> dict[str, Any]:
+    return steps.begin_step(payload, ports())
+
+
+@app.activity_trigger(input_name="payload")
+def send_agent_request(payload: dict[str, Any]) -> str:
+    return steps.send_agent_request(payload, ports())
+
+
+@app.activity_trigger(input_name="payload")
+def record_step(payload: dict[str, Any]) -> dict[str, Any]:
+    return steps.record_step(payload, ports())
+
+
+@app.activity_trigger(input_name="payload")
+def run_local_step(payload: dict[str, Any]) -> dict[str, Any]:
+    return steps.run_local_step(payload, ports())
+
+
+@app.activity_trigger(input_name="payload")
+def finish(payload: dict[str, Any]) -> dict[str, Any]:
+    return steps.finish(payload, ports())
+
+
+# --- Agent replies (E9) ------------------------------------------------------------------------
+
+
+@app.service_bus_queue_trigger(
+    arg_name="msg", queue_name="%SAS_AGENT_REPLIES_QUEUE%", connection="ServiceBusConnection"
+)
+@app.durable_client_input(client_name="client")
+async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
+    reply = intake.parse_reply(_delivery(msg, ports().settings.agent_replies_queue), ports())
+    if reply is None:
+        return
+    try:
+        await client.raise_event(reply.InstanceID, agent_event(reply.Step), reply.model_dump(mode="json"))
+    except Exception as error:
+        if not intake.is_late_reply_error(error):
+            raise  # abandon: the broker redelivers, up to the queue's max delivery count
+        log.info("late reply %s for %s ignored: %s", reply.RequestID, reply.InstanceID, error)
+
+
+# --- Supervisor (E13-E15) ----------------------------------------------------------------------
+
+
+@app.timer_trigger(schedule="%SAS_SUPERVISOR_SCHEDULE%", arg_name="timer", use_monitor=False)
+async def supervisor(timer: func.TimerRequest) -> None:
+    await scheduling.run_supervisor(ports())

@@ -1,0 +1,1 @@
+"""Durable orchestrators, versioned by name (``order_workflow_v1``, ...)."""

@@ -1,0 +1,156 @@
+"""The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
+
+Deterministic by construction: every read and write happens in an activity; time comes from
+``CompleteBy`` values the activities return and from ``context.current_utc_datetime``; no
+randomness. A version of the workflow is a step list in ``domain.workflow``; this generator runs
+any of them, and each version is registered under its own orchestrator name (C7).
+
+What ends an attempt early, leaving the record for the Supervisor (R5, E10, E11):
+- the durable timer at ``CompleteBy`` fires before the Agent replies;
+- the Agent replies that it ran out of attempts on transient faults;
+- a fenced activity reports that a newer attempt owns the record (E5).
+"""
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from domain.ids import request_message_id
+from domain.workflow import Runs, Step, Workflow
+
+
+class Ending(StrEnum):
+    PROCESSED = "processed"
+    ERROR = "error"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation-failed"
+    FENCED = "fenced"  # a newer attempt owns the record: nothing more to do here
+    TIMED_OUT = "timed-out"  # CompleteBy passed: the Supervisor takes over
+    RETRY_LATER = "retry-later"  # transient faults outlasted the Agent's attempts: likewise
+    NO_ORDER = "no-order"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    ending: Ending | None  # None: the step succeeded
+    error: str | None = None
+    failed: bool = False  # a permanent failure: compensate
+
+
+OK = StepOutcome(None)
+
+Orchestration = Generator[Any, Any, str]
+
+
+def agent_event(action: str) -> str:
+    """Per-action event names: a stray reply for another step can never satisfy this wait (E8)."""
+    return f"AgentReply.{action}"
+
+
+def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
+    attempt = {"OrderID": context.get_input()["OrderID"], "InstanceID": context.instance_id}
+    start = yield context.call_activity("read_order", attempt)
+    if start["Fenced"]:
+        return Ending.FENCED.value
+    if start["Missing"]:
+        finished = yield context.call_activity(
+            "finish", {**attempt, "Outcome": "fail", "Error": "the order is missing from the orders database"}
+        )
+        return Ending.FENCED.value if finished["Fenced"] else Ending.ERROR.value
+    to_compensate = start["ToCompensate"]
+    if not start["Compensating"]:
+        done = list(start["CompletedSteps"])
+        for step in workflow.steps:
+            if step.name in done:
+                continue
+            outcome = yield from run_step(
+                context, attempt, step, step.name, runs=step.runs, payload=start["Order"]
+            )
+            if outcome.ending is not None:
+                return outcome.ending.value
+            if outcome.failed:
+                return (yield from handle_failure(context, attempt, workflow, done, outcome.error or ""))
+            done.append(step.name)
+        finished = yield context.call_activity("finish", {**attempt, "Outcome": "complete"})
+        return Ending.FENCED.value if finished["Fenced"] else Ending.PROCESSED.value
+    return (yield from compensate(context, attempt, workflow, to_compensate))
+
+
+def handle_failure(
+    context: Any, attempt: dict[str, str], workflow: Workflow, done: list[str], error: str
+) -> Orchestration:
+    """A permanent failure: undo what was done, newest first (R9), or stop in Error (E12)."""
+    if not any(workflow.step(name).compensation for name in done):
+        finished = yield context.call_activity("finish", {**attempt, "Outcome": "fail", "Error": error})
+        return Ending.FENCED.value if finished["Fenced"] else Ending.ERROR.value
+    begun = yield context.call_activity(
+        "finish", {**attempt, "Outcome": "begin_compensation", "Error": error}
+    )
+    if begun["Fenced"]:
+        return Ending.FENCED.value
+    return (yield from compensate(context, attempt, workflow, begun["ToCompensate"]))
+
+
+def compensate(
+    context: Any, attempt: dict[str, str], workflow: Workflow, to_compensate: list[dict[str, Any]]
+) -> Orchestration:
+    for entry in to_compensate:
+        step = workflow.step(entry["Step"])
+        outcome = yield from run_step(
+            context, attempt, step, entry["Action"], runs=step.compensation_runs, payload=entry["Data"]
+        )
+        if outcome.ending is not None:
+            return outcome.ending.value
+        if outcome.failed:
+            finished = yield context.call_activity(
+                "finish", {**attempt, "Outcome": "compensation_failed", "Error": outcome.error}
+            )
+            return Ending.FENCED.value if finished["Fenced"] else Ending.COMPENSATION_FAILED.value
+    finished = yield context.call_activity("finish", {**attempt, "Outcome": "compensated"})
+    return Ending.FENCED.value if finished["Fenced"] else Ending.COMPENSATED.value
+
+
+def run_step(
+    context: Any, attempt: dict[str, str], step: Step, action: str, *, runs: Runs, payload: Any
+) -> Generator[Any, Any, StepOutcome]:
+    work = {**attempt, "Step": step.name, "Action": action}
+    if runs is Runs.LOCAL:
+        result = yield context.call_activity("run_local_step", {**work, "Order": payload})
+        if result["Fenced"]:
+            return StepOutcome(Ending.FENCED)
+        if result.get("Error"):
+            return StepOutcome(None, result["Error"], failed=True)
+        return OK
+    return (yield from run_agent_step(context, work, payload))
+
+
+def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generator[Any, Any, StepOutcome]:
+    begun = yield context.call_activity("begin_step", work)
+    if begun["Fenced"]:
+        return StepOutcome(Ending.FENCED)
+    if begun["Exhausted"]:
+        return StepOutcome(None, begun["Error"], failed=True)
+    yield context.call_activity(
+        "send_agent_request",
+        {**work, "CompleteBy": begun["CompleteBy"], "MaxAttempts": begun["CallsGranted"], "Payload": payload},
+    )
+    expected = request_message_id(work["InstanceID"], work["Action"])
+    timer = context.create_timer(datetime.fromisoformat(begun["CompleteBy"]))
+    while True:
+        reply_task = context.wait_for_external_event(agent_event(work["Action"]))
+        winner = yield context.task_any([reply_task, timer])
+        if winner is timer:
+            return StepOutcome(Ending.TIMED_OUT)  # R5: stop waiting, leave the record alone
+        reply = reply_task.result
+        if isinstance(reply, dict) and reply.get("RequestID") == expected:
+            break
+        # A reply to some other request (an old duplicate): keep waiting for ours.
+    timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
+    if reply["Outcome"] == "ok":
+        recorded = yield context.call_activity("record_step", {**work, "Result": reply.get("Result") or {}})
+        return StepOutcome(Ending.FENCED) if recorded["Fenced"] else OK
+    if reply["Outcome"] == "permanent":
+        return StepOutcome(None, f"{work['Action']}: {reply.get('Error')}", failed=True)
+    return StepOutcome(Ending.RETRY_LATER)

@@ -1,0 +1,90 @@
+"""What the queue-triggered functions do with a message: submissions (E1-E2) and agent replies (E9).
+
+A message that cannot be processed is dead-lettered with a reason, never retried forever, and an
+operator is alerted; nothing stored is overwritten.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from domain.messages import AgentReply, InvalidMessage, OrderStatus, OrderSubmission, parse_message
+from services.context import Ports
+from services.notifications import post_status, raise_alert
+from services.submit_order import SubmitOutcome, SubmitResult, submit_order
+
+log = logging.getLogger("sas.intake")
+
+_REASONS = {SubmitOutcome.CONFLICT: "OrderConflict", SubmitOutcome.REJECTED: "SubmissionRejected"}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The message a trigger holds: enough to dead-letter it and to name it in alerts."""
+
+    queue: str
+    message_id: str
+    lock_token: str
+    body: bytes
+
+
+def _reject(
+    ports: Ports,
+    delivery: Delivery,
+    reason: str,
+    description: str,
+    *,
+    order_id: str | None,
+    event: str = "SubmissionRejected",
+) -> None:
+    ports.settlement.dead_letter(delivery.queue, delivery.lock_token, reason, description)
+    raise_alert(
+        ports.sender,
+        queue=ports.settings.alerts_queue,
+        event=event,
+        reason=f"{reason} on {delivery.queue} message {delivery.message_id}: {description}",
+        now=ports.clock.now(),
+        order_id=order_id,
+        dedup_key=delivery.message_id,
+    )
+
+
+def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
+    try:
+        submission = parse_message(OrderSubmission, delivery.body)
+    except InvalidMessage as invalid:
+        _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
+        return None
+    settings = ports.settings
+    result = submit_order(
+        submission,
+        orders=ports.orders,
+        states=ports.states,
+        clock=ports.clock,
+        policy=settings.scheduler_policy,
+        allowed_status_queues=frozenset(settings.status_queues),
+    )
+    if not result.ok:
+        _reject(ports, delivery, _REASONS[result.outcome], result.reason or "", order_id=submission.OrderID)
+        return result
+    post_status(
+        ports.sender,
+        queue=submission.StatusQueue,
+        order_id=submission.OrderID,
+        status=OrderStatus.RECEIVED,
+        now=ports.clock.now(),
+    )
+    return result
+
+
+def parse_reply(delivery: Delivery, ports: Ports) -> AgentReply | None:
+    try:
+        return parse_message(AgentReply, delivery.body)
+    except InvalidMessage as invalid:
+        _reject(ports, delivery, invalid.reason, invalid.description, order_id=None, event="MessageRejected")
+        return None
+
+
+def is_late_reply_error(error: Exception) -> bool:
+    """The Durable client's words for 410 (instance finished) and 404 (unknown instance)."""
+    text = str(error)
+    return "is gone" in text or "No instance with ID" in text

@@ -1,0 +1,90 @@
+"""Status messages to the submitting app's own queue (E16) and operator alerts (E12, C11).
+
+Both are sent with MessageIds derived from what they report, so a repeat of the activity that
+sends them (activities are at-least-once) is dropped by duplicate detection.
+"""
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from domain.messages import OperatorAlert, OrderStatus, StatusMessage
+from domain.ports import MessageSender
+from domain.record import StateRecord
+from domain.states import ProcessState
+
+if TYPE_CHECKING:
+    from services.context import Ports
+
+log = logging.getLogger("sas.notifications")
+
+
+def post_status(
+    sender: MessageSender,
+    *,
+    queue: str | None,
+    order_id: str,
+    status: OrderStatus,
+    now: datetime,
+    detail: str | None = None,
+) -> None:
+    """Post to the one queue the submitter registered in its record; never anywhere else."""
+    if queue is None:
+        log.warning("order %s has no status queue: %s not posted", order_id, status.value)
+        return
+    message = StatusMessage(OrderID=order_id, Status=status, At=now, Detail=detail)
+    sender.send(
+        queue,
+        message.model_dump_json(),
+        message_id=f"{order_id}:{status.value}",
+        correlation_id=order_id,
+    )
+
+
+def raise_alert(
+    sender: MessageSender,
+    *,
+    queue: str,
+    event: str,
+    reason: str,
+    now: datetime,
+    order_id: str | None = None,
+    dedup_key: str | None = None,
+) -> None:
+    """An operator alert: logged with its stable event name (alert rules match it) and queued."""
+    alert = OperatorAlert.model_validate(
+        {"Event": event, "OrderID": order_id, "Reason": reason[:2000], "At": now}
+    )
+    log.error("OPERATOR ALERT %s order=%s: %s", event, order_id, reason)
+    sender.send(
+        queue,
+        alert.model_dump_json(),
+        message_id=f"{event}:{dedup_key or order_id or now.isoformat()}",
+        correlation_id=order_id,
+        properties={"Event": event},
+    )
+
+
+def notify_gave_up(ports: "Ports", record: StateRecord) -> None:
+    """The Supervisor gave up on a record: tell its submitter and an operator (E15, C8)."""
+    now = ports.clock.now()
+    compensation = record.ProcessState is ProcessState.COMPENSATION_FAILED
+    status = OrderStatus.COMPENSATION_FAILED if compensation else OrderStatus.FAILED
+    ports.orders.update_status(record.OrderID, "CompensationFailed" if compensation else "Failed", now)
+    post_status(
+        ports.sender,
+        queue=record.StatusQueue,
+        order_id=record.OrderID,
+        status=status,
+        now=now,
+        detail=record.LastError,
+    )
+    raise_alert(
+        ports.sender,
+        queue=ports.settings.alerts_queue,
+        event="RecoveryGaveUp",
+        reason=f"order {record.OrderID} is {record.ProcessState.value}: {record.LastError}",
+        now=now,
+        order_id=record.OrderID,
+        dedup_key=f"{record.OrderID}:{record.Attempt}",
+    )

@@ -1,0 +1,68 @@
+"""The timer-triggered halves of the pattern: the starter (E4) and the Supervisor (E13-E15)."""
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from domain.workflow import orchestrator_name
+from services.claim_pending import ClaimReport, claim_pending
+from services.context import Ports
+from services.notifications import notify_gave_up
+from services.supervise import SupervisionReport, supervise
+
+log = logging.getLogger("sas.scheduling")
+
+
+class OrchestrationStarter(Protocol):
+    async def start_new(
+        self, orchestration_function_name: str, instance_id: str | None = None, client_input: Any = None
+    ) -> str: ...
+
+
+async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimReport:
+    """Claim first, then start: the claim's start grace covers a crash in between (design.md §3)."""
+    settings = ports.settings
+    report = await asyncio.to_thread(
+        claim_pending,
+        ports.states,
+        ports.clock,
+        settings.scheduler_policy,
+        max_in_flight=settings.max_in_flight,
+        batch_size=settings.claim_batch_size,
+    )
+    for claim in report.claims:
+        try:
+            await client.start_new(
+                orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
+            )
+        except Exception:  # the Supervisor recovers the claim when its grace expires
+            log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
+    if report.claims or report.lost:
+        log.info(
+            "starter: claimed %d (lost %d races), %d in flight before, capacity %d",
+            len(report.claims),
+            report.lost,
+            report.in_flight,
+            report.capacity,
+        )
+    return report
+
+
+async def run_supervisor(ports: Ports) -> SupervisionReport:
+    settings = ports.settings
+    report = await asyncio.to_thread(
+        supervise, ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
+    )
+    for recovery in report.gave_up:
+        await asyncio.to_thread(notify_gave_up, ports, recovery.record)
+    log.info(
+        "supervisor: %d pages, %d expired scanned, cost %.1f, recovered %d, gave up %d, lost %d%s",
+        report.pages,
+        report.scanned,
+        report.cost,
+        len(report.recovered),
+        len(report.gave_up),
+        report.lost,
+        ", more left for the next run" if report.truncated else "",
+    )
+    return report

@@ -1,0 +1,228 @@
+"""The real function_app.py on devhost (embedded profile, virtual clock) with a scripted agent.
+
+The agent double answers each request as its script says — ok, permanent error, transient
+exhaustion, silence, twice, or late — and keeps an effects ledger keyed by idempotency key, the
+way a remote service de-duplicates (R3), so tests can check exactly-once effects.
+"""
+
+import asyncio
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.sqlite_compensation_log import SqliteCompensationLog
+from adapters.sqlite_state_store import SqliteStateStore
+from devhost.clock import VirtualClock
+from devhost.host import Host
+from devhost.servicebus import LocalServiceBus, ReceivedMessage
+from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, OrderSubmission
+from domain.record import StateRecord
+from domain.states import TERMINAL_STATES
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
+
+
+@dataclass(frozen=True)
+class Answer:
+    outcome: str  # "ok" | "permanent" | "transient" | "silent"
+    copies: int = 1
+    delay: timedelta = timedelta(0)
+
+
+OK = Answer("ok")
+Script = Callable[[AgentRequest, int], Answer]  # (request, how many times this action was asked)
+
+
+@dataclass
+class ScriptedAgent:
+    """An ExtraSource for the host: reads agent requests, replies per script, records effects."""
+
+    bus: LocalServiceBus
+    clock: VirtualClock
+    script: Script = lambda request, n: OK
+    requests_queue: str = "agent-requests"
+    replies_queue: str = "agent-replies"
+    asked: Counter[str] = field(default_factory=Counter)  # by action (Step)
+    effects: Counter[str] = field(default_factory=Counter)  # by idempotency key
+    calls: Counter[str] = field(default_factory=Counter)  # remote calls, by idempotency key
+    delayed: list[tuple[datetime, AgentReply]] = field(default_factory=list)
+    requests: list[AgentRequest] = field(default_factory=list)
+
+    def step(self) -> int:
+        handled = 0
+        now = self.clock.now()
+        due = [reply for at, reply in self.delayed if at <= now]
+        self.delayed = [(at, reply) for at, reply in self.delayed if at > now]
+        for reply in due:
+            self._send(reply)
+            handled += 1
+        for message in self.bus.receive(self.requests_queue, 16):
+            self._answer(message)
+            self.bus.complete(message)
+            handled += 1
+        return handled
+
+    def next_due(self) -> datetime | None:
+        return min((at for at, _ in self.delayed), default=None)
+
+    def _answer(self, message: ReceivedMessage) -> None:
+        request = AgentRequest.model_validate_json(message.body)
+        self.requests.append(request)
+        self.asked[request.Step] += 1
+        answer = self.script(request, self.asked[request.Step])
+        if answer.outcome == "silent":
+            return
+        if answer.outcome == "ok":
+            self.calls[request.IdempotencyKey] += 1
+            # The remote service de-duplicates by idempotency key: one effect however often called.
+            if self.effects[request.IdempotencyKey] == 0:
+                self.effects[request.IdempotencyKey] = 1
+            reply = AgentReply(
+                RequestID=request.RequestID,
+                InstanceID=request.InstanceID,
+                Step=request.Step,
+                Outcome=AgentOutcome.OK,
+                Result={f"{request.Step}Id": f"ref-{request.IdempotencyKey}"},
+                Attempts=1,
+            )
+        else:
+            self.calls[request.IdempotencyKey] += 1
+            outcome = (
+                AgentOutcome.PERMANENT if answer.outcome == "permanent" else AgentOutcome.TRANSIENT_EXHAUSTED
+            )
+            reply = AgentReply(
+                RequestID=request.RequestID,
+                InstanceID=request.InstanceID,
+                Step=request.Step,
+                Outcome=outcome,
+                Error=f"{request.Step} said {answer.outcome}",
+                Attempts=1,
+            )
+        for copy in range(answer.copies):
+            if answer.delay:
+                self.delayed.append((self.clock.now() + answer.delay, reply))
+            else:
+                self._send(reply, copy)
+
+    def _send(self, reply: AgentReply, copy: int = 0) -> None:
+        # A re-sent copy keeps its MessageId (duplicate detection drops it); "twice" tests the
+        # listener too, so extra copies get their own ids.
+        suffix = "" if copy == 0 else f":copy{copy}"
+        self.bus.send(
+            self.replies_queue, reply.model_dump_json(), message_id=f"{reply.RequestID}:reply{suffix}"
+        )
+
+    def net_effect(self, order_id: str, action: str) -> int:
+        return self.effects[f"{order_id}:{action}"]
+
+
+def submission(
+    order_id: str, *, status_queue: str = "status-app-a", sku: str = "SKU-1", quantity: int = 2
+) -> OrderSubmission:
+    price = Decimal("10.00")
+    return OrderSubmission(
+        OrderID=order_id,
+        Customer="Contoso",
+        Lines=[OrderLine(Sku=sku, Quantity=quantity, UnitPrice=price)],
+        Total=price * quantity,
+        StatusQueue=status_queue,
+        SubmittedAt=T0,
+    )
+
+
+class App:
+    def __init__(self, host: Host, loop: asyncio.AbstractEventLoop, agent: ScriptedAgent, data: Path) -> None:
+        self.host = host
+        self.loop = loop
+        self.agent = agent
+        self.bus = host.servicebus
+        self.states = SqliteStateStore(data / "state.db")
+        self.compensation_log = SqliteCompensationLog(data / "compensation.db")
+
+    def submit(self, order: OrderSubmission, message_id: str | None = None) -> None:
+        self.bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
+
+    def send_raw(self, body: str, message_id: str) -> None:
+        self.bus.send("orders", body, message_id=message_id)
+
+    def record(self, order_id: str) -> StateRecord:
+        stored = self.states.get(order_id)
+        assert stored is not None, f"no state record for {order_id}"
+        return stored.record
+
+    def terminal(self, *order_ids: str) -> bool:
+        for order_id in order_ids:
+            stored = self.states.get(order_id)
+            if stored is None or stored.record.ProcessState not in TERMINAL_STATES:
+                return False
+        return True
+
+    def run_until(self, condition: Callable[[], bool], days: int = 2) -> None:
+        self.loop.run_until_complete(self.host.run_until(condition, max_virtual_time=timedelta(days=days)))
+
+    def run_until_terminal(self, *order_ids: str) -> None:
+        self.run_until(lambda: self.terminal(*order_ids))
+
+    def settle(self, duration: timedelta) -> None:
+        """Let the app run on for a while (virtual time), e.g. to prove nothing else happens."""
+        until = self.host.clock.now() + duration
+        self.run_until(lambda: self.host.clock.now() >= until)
+
+    def statuses(self, queue: str) -> list[dict[str, Any]]:
+        return [json.loads(m.body) for m in self.bus.peek(queue, 1000)]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return [json.loads(m.body) for m in self.bus.peek("operator-alerts", 1000)]
+
+    def dead_letters(self, queue: str) -> list[ReceivedMessage]:
+        return self.bus.peek(f"{queue}/$deadletterqueue", 1000)
+
+
+@pytest.fixture(scope="session")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    event_loop = asyncio.new_event_loop()
+    yield event_loop
+    event_loop.close()
+
+
+def start_app(
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    clock: VirtualClock | None = None,
+    settings: dict[str, str] | None = None,
+) -> App:
+    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    data = tmp_path / "data"
+    values |= {
+        "SAS_DATA_DIR": str(data),
+        "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "servicebus.db"),
+        "DEVHOST_DATA_DIR": str(tmp_path / "devhost"),
+        "SAS_CLOCK": "devhost",
+    }
+    values |= settings or {}
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    clock = clock or VirtualClock(T0)
+    host = Host(ROOT, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ)
+    loop.run_until_complete(host.start())
+    agent = ScriptedAgent(host.servicebus, clock)
+    host.extra_sources.append(agent)
+    return App(host, loop, agent, data)
+
+
+@pytest.fixture
+def app(loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
+    running = start_app(loop, tmp_path, monkeypatch)
+    yield running
+    loop.run_until_complete(running.host.stop())
