@@ -186,17 +186,29 @@ def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         if problem is not None:
             return {"Fenced": False, "Error": f"ValidateOrder: {problem}"}
     elif action == "ConfirmOrder":
+        problem = _confirmation_problem(order)
+        if problem is not None:
+            return {"Fenced": False, "Error": f"ConfirmOrder: {problem}"}
         ports.orders.update_status(attempt.order_id, "Confirmed", ports.clock.now())
     else:
         return {"Fenced": False, "Error": f"no local action {action!r}"}
     return record_step(payload, ports)
 
 
+def _skus(order: dict[str, Any], prefix: str) -> list[str]:
+    return [str(line["Sku"]) for line in order.get("Lines", []) if str(line["Sku"]).startswith(prefix)]
+
+
+# The demo's business rules. BLOCKED-* fails the first step (nothing to undo); BACKORDER-* fails
+# the last one, after inventory and payment: both are undone, newest first.
 def _validation_problem(order: dict[str, Any]) -> str | None:
-    blocked = [line["Sku"] for line in order.get("Lines", []) if str(line["Sku"]).startswith("BLOCKED")]
-    if blocked:
-        return f"SKU(s) {', '.join(blocked)} may not be sold"
-    return None
+    blocked = _skus(order, "BLOCKED")
+    return f"SKU(s) {', '.join(blocked)} may not be sold" if blocked else None
+
+
+def _confirmation_problem(order: dict[str, Any]) -> str | None:
+    backordered = _skus(order, "BACKORDER")
+    return f"SKU(s) {', '.join(backordered)} cannot be shipped" if backordered else None
 
 
 # The terminal moves of an attempt: target state, status for the submitter, alert, SQL status.

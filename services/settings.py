@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 
@@ -42,13 +42,26 @@ class Settings(BaseModel):
     claim_batch_size: int = Field(20, alias="SAS_CLAIM_BATCH_SIZE", ge=1)
     start_grace_seconds: float = Field(60, alias="SAS_START_GRACE_SECONDS", gt=0, le=86400)
     step_timeout_seconds: float = Field(30, alias="SAS_STEP_TIMEOUT_SECONDS", gt=0, le=86400)
-    max_calls_per_step: int = Field(12, alias="SAS_MAX_CALLS_PER_STEP", ge=1)
+    max_calls_per_step: int = Field(20, alias="SAS_MAX_CALLS_PER_STEP", ge=1)
     quick_retries: int = Field(2, alias="SAS_QUICK_RETRIES", ge=0)
     extended_retries: int = Field(2, alias="SAS_EXTENDED_RETRIES", ge=0)
     cooldown_seconds: float = Field(300, alias="SAS_COOLDOWN_SECONDS", gt=0)
     supervisor_lookback_hours: float = Field(168, alias="SAS_SUPERVISOR_LOOKBACK_HOURS", gt=0)
     supervisor_page_size: int = Field(100, alias="SAS_SUPERVISOR_PAGE_SIZE", ge=1, le=1000)
     supervisor_max_per_run: int = Field(500, alias="SAS_SUPERVISOR_MAX_PER_RUN", ge=1)
+
+    @model_validator(mode="after")
+    def _budget_covers_every_layer(self) -> "Settings":
+        # C2: the layers' combined maximum (Supervisor attempts x agent attempts) must fit the
+        # Scheduler's budget, or the budget silently ends retries the policy promises.
+        attempts = 1 + self.quick_retries + self.extended_retries
+        if attempts * self.agent_max_attempts > self.max_calls_per_step:
+            raise ValueError(
+                f"SAS_MAX_CALLS_PER_STEP={self.max_calls_per_step} is below what the other layers "
+                f"allow: {attempts} attempts per step (1 + SAS_QUICK_RETRIES + SAS_EXTENDED_RETRIES) "
+                f"x SAS_AGENT_MAX_ATTEMPTS={self.agent_max_attempts} = {attempts * self.agent_max_attempts}"
+            )
+        return self
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":

@@ -28,3 +28,9 @@ def test_a_bad_value_names_the_setting() -> None:
         Settings.from_env({"SAS_MAX_IN_FLIGHT": "lots"})
     with pytest.raises(SettingsError, match="SAS_PROFILE"):
         Settings.from_env({"SAS_PROFILE": "cloud"})
+
+
+def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None:
+    with pytest.raises(SettingsError, match="SAS_MAX_CALLS_PER_STEP=12"):
+        Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "12", "SAS_AGENT_MAX_ATTEMPTS": "4"})
+    assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "15", "SAS_AGENT_MAX_ATTEMPTS": "3"})
