@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from adapters.factory import build_ports
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_state_store import SqliteStateStore
 from devhost.clock import VirtualClock
@@ -26,6 +27,8 @@ from devhost.servicebus import LocalServiceBus, ReceivedMessage
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, OrderSubmission
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
+from services.context import Ports
+from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
@@ -147,6 +150,10 @@ class App:
         self.bus = host.servicebus
         self.states = SqliteStateStore(data / "state.db")
         self.compensation_log = SqliteCompensationLog(data / "compensation.db")
+
+    def ports(self) -> Ports:
+        """The same adapters the function app uses, built from the same settings."""
+        return build_ports(Settings.from_env(os.environ))
 
     def submit(self, order: OrderSubmission, message_id: str | None = None) -> None:
         self.bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)

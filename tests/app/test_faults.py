@@ -6,7 +6,6 @@ from datetime import timedelta
 import pytest
 
 from activities import workflow as steps
-from adapters.clock import SystemClock
 from domain.messages import AgentRequest
 from domain.states import ProcessState
 from services import operator
@@ -72,7 +71,7 @@ def test_the_old_attempt_is_fenced_out_of_its_replacements_record(app: App) -> N
         lambda: app.terminal("o-1") or (app.states.get("o-1") is not None and app.record("o-1").Attempt == 2)
     )
     before = app.states.get("o-1")
-    ports = _ports(app)
+    ports = app.ports()
     old = {"OrderID": "o-1", "InstanceID": "o-1-1", "Step": "ChargePayment", "Action": "ChargePayment"}
     assert steps.begin_step(old, ports) == {"Fenced": True}
     assert steps.record_step({**old, "Result": {}}, ports) == {"Fenced": True}
@@ -171,15 +170,3 @@ def test_operator_resubmit_of_an_error_order_ends_processed(app: App) -> None:
     assert record.ProcessState is ProcessState.PROCESSED
     assert record.Attempt == 6
     assert app.agent.net_effect("o-1", "ReserveInventory") == 1
-
-
-def _ports(app: App):  # type: ignore[no-untyped-def]
-    """The same adapters the function app uses, built from the same settings."""
-    import os
-
-    from adapters.factory import build_ports
-    from services.settings import Settings
-
-    ports = build_ports(Settings.from_env(os.environ))
-    assert not isinstance(ports.clock, SystemClock)
-    return ports
