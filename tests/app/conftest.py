@@ -84,6 +84,10 @@ class ScriptedAgent:
         answer = self.script(request, self.asked[request.Step])
         if answer.outcome == "silent":
             return
+        if self.effects[request.IdempotencyKey] and answer.outcome in ("permanent", "transient"):
+            # R3: the service de-duplicates by idempotency key; a repeat of a call that already
+            # took effect gets the original success back, whatever else is going wrong.
+            answer = Answer("ok", answer.copies, answer.delay)
         if answer.outcome == "ok":
             self.calls[request.IdempotencyKey] += 1
             # The remote service de-duplicates by idempotency key: one effect however often called.
@@ -176,8 +180,15 @@ class App:
     def run_until(self, condition: Callable[[], bool], days: int = 2) -> None:
         self.loop.run_until_complete(self.host.run_until(condition, max_virtual_time=timedelta(days=days)))
 
-    def run_until_terminal(self, *order_ids: str) -> None:
-        self.run_until(lambda: self.terminal(*order_ids))
+    def run_until_terminal(self, *order_ids: str, days: int = 2) -> None:
+        waiting = set(order_ids)
+
+        def all_terminal() -> bool:
+            # Within one run nothing leaves a terminal state (only operators do that).
+            waiting.difference_update([o for o in list(waiting) if self.terminal(o)])
+            return not waiting
+
+        self.run_until(all_terminal, days=days)
 
     def settle(self, duration: timedelta) -> None:
         """Let the app run on for a while (virtual time), e.g. to prove nothing else happens."""

@@ -1,0 +1,71 @@
+"""Submission (E1-E2, E16, C6): idempotent, conflicts and bad messages dead-lettered with a
+reason and an alert, status only on the submitter's own queue."""
+
+import json
+from datetime import timedelta
+
+from domain.states import ProcessState
+from tests.app.conftest import App, submission
+
+
+def test_the_same_order_submitted_twice_is_one_order(app: App) -> None:
+    app.submit(submission("o-1"), message_id="first-send")
+    app.submit(submission("o-1"), message_id="client-retry")  # a new MessageId: not a broker duplicate
+    app.run_until_terminal("o-1")
+    app.settle(timedelta(minutes=1))
+    record = app.record("o-1")
+    assert record.ProcessState is ProcessState.PROCESSED and record.Attempt == 1
+    assert app.agent.calls["o-1:ChargePayment"] == 1
+    assert app.dead_letters("orders") == [] and app.alerts() == []
+    assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
+
+
+def test_conflicting_data_is_dead_lettered_with_a_reason_and_changes_nothing(app: App) -> None:
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    before = app.states.get("o-1")
+    order_before = app.ports().orders.get("o-1")
+    app.submit(submission("o-1", quantity=9), message_id="o-1-other")
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [dead] = app.dead_letters("orders")
+    assert dead.message_id == "o-1-other"
+    assert dead.dead_letter_reason == "OrderConflict"
+    assert "different data" in (dead.dead_letter_error_description or "")
+    assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]
+    assert app.states.get("o-1") == before
+    assert app.ports().orders.get("o-1") == order_before
+
+
+def test_an_invalid_message_is_dead_lettered_with_the_schema_error(app: App) -> None:
+    body = json.loads(submission("o-1").model_dump_json())
+    body["OrderID"] = "../etc/passwd"
+    app.send_raw(json.dumps(body), "hostile")
+    app.send_raw("{not json", "garbage")
+    app.run_until(lambda: len(app.dead_letters("orders")) == 2)
+    reasons = {
+        d.message_id: (d.dead_letter_reason, d.dead_letter_error_description)
+        for d in app.dead_letters("orders")
+    }
+    assert reasons["hostile"][0] == "InvalidSchema" and "OrderID" in (reasons["hostile"][1] or "")
+    assert reasons["garbage"][0] == "InvalidSchema"
+    assert len(app.alerts()) == 2
+    assert app.states.get("../etc/passwd") is None
+
+
+def test_a_status_queue_that_is_not_registered_is_refused(app: App) -> None:
+    app.submit(submission("o-1", status_queue="status-app-z"))
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [dead] = app.dead_letters("orders")
+    assert dead.dead_letter_reason == "SubmissionRejected"
+    assert app.states.get("o-1") is None
+
+
+def test_status_messages_go_only_to_the_submitters_own_queue(app: App) -> None:
+    app.submit(submission("a-1", status_queue="status-app-a"))
+    app.submit(submission("b-1", status_queue="status-app-b"))
+    app.run_until_terminal("a-1", "b-1")
+    queue_a = app.statuses("status-app-a")
+    queue_b = app.statuses("status-app-b")
+    assert {s["OrderID"] for s in queue_a} == {"a-1"}
+    assert {s["OrderID"] for s in queue_b} == {"b-1"}
+    assert [s["Status"] for s in queue_a] == ["received", "completed"]
