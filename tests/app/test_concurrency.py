@@ -47,24 +47,22 @@ class SecondScheduler:
         return None
 
 
+# Cumulative probabilities of each fault; the rest of the requests are answered at once.
+FAULTS = (
+    (0.08, Answer("silent")),
+    (0.12, Answer("transient")),
+    (0.17, Answer("permanent")),  # forward steps and compensations alike
+    (0.22, Answer("ok", copies=2)),
+    (0.26, Answer("ok", delay=timedelta(minutes=2))),  # after the step's CompleteBy
+)
+
+
 def faulty(seed: int):  # type: ignore[no-untyped-def]
     rng = random.Random(seed)
 
     def script(request: AgentRequest, n: int) -> Answer:
         roll = rng.random()
-        if roll < 0.08:
-            return Answer("silent")
-        if roll < 0.12:
-            return Answer("transient")
-        if roll < 0.15 and not request.Step.startswith(("Release", "Refund")):
-            return Answer("permanent")
-        if roll < 0.17:
-            return Answer("permanent")  # compensations fail too, sometimes
-        if roll < 0.22:
-            return Answer("ok", copies=2)
-        if roll < 0.26:
-            return Answer("ok", delay=timedelta(minutes=2))  # after the step's CompleteBy
-        return OK
+        return next((answer for limit, answer in FAULTS if roll < limit), OK)
 
     return script
 
