@@ -15,7 +15,7 @@ import azure.functions as func
 
 from activities import workflow as steps
 from adapters.factory import build_ports
-from domain.workflow import ORDER_WORKFLOW_V1
+from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from orchestrators.order_workflow import agent_event, run_workflow
 from services import intake, scheduling
 from services.context import Ports
@@ -55,9 +55,16 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
     await scheduling.start_pending(client, ports())
 
 
+# One orchestrator per workflow version (C7): a deployment adds v(n+1) beside v(n), never
+# changes v(n) while any record names it.
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
+
+
+@app.orchestration_trigger(context_name="context")
+def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    return (yield from run_workflow(context, ORDER_WORKFLOW_V2))
 
 
 @app.activity_trigger(input_name="payload")

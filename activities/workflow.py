@@ -14,7 +14,7 @@ from domain import transitions
 from domain.errors import RetryBudgetExhausted
 from domain.ids import idempotency_key, request_message_id
 from domain.messages import AgentRequest, OrderStatus
-from domain.ports import CompensationEntry, CompensationOutcome, OrderRow
+from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored
 from domain.record import StateRecord
 from domain.states import LOCKED_STATES, ProcessState
 from domain.workflow import WORKFLOWS, Workflow
@@ -133,11 +133,11 @@ def send_agent_request(payload: dict[str, Any], ports: Ports) -> str:
     return request_id
 
 
-def record_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+def record_step(payload: dict[str, Any], ports: Ports, stored: Stored | None = None) -> dict[str, Any]:
     """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
     attempt = Attempt.of(payload)
     step = str(payload["Step"])
-    stored = ports.states.get(attempt.order_id)
+    stored = stored or ports.states.get(attempt.order_id)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
         return FENCED
     workflow = _workflow(stored.record)
@@ -169,6 +169,7 @@ def record_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         lambda r: transitions.complete_step(
             r, instance=attempt.instance_id, step=step, now=now, policy=ports.settings.scheduler_policy
         ),
+        snapshot=stored,
     )
     return FENCED if record is None else {"Fenced": False}
 
@@ -190,9 +191,11 @@ def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         if problem is not None:
             return {"Fenced": False, "Error": f"ConfirmOrder: {problem}"}
         ports.orders.update_status(attempt.order_id, "Confirmed", ports.clock.now())
+    elif action == "ShipOrder":
+        ports.orders.update_status(attempt.order_id, "Shipped", ports.clock.now())
     else:
         return {"Fenced": False, "Error": f"no local action {action!r}"}
-    return record_step(payload, ports)
+    return record_step(payload, ports, stored)
 
 
 def _skus(order: dict[str, Any], prefix: str) -> list[str]:

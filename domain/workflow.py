@@ -57,5 +57,10 @@ ORDER_WORKFLOW_V1 = Workflow(
     ),
 )
 
-WORKFLOWS: dict[str, Workflow] = {w.version: w for w in (ORDER_WORKFLOW_V1,)}
-CURRENT_VERSION = ORDER_WORKFLOW_V1.version
+# v2 ships the order after confirming it. Orders started under v1 finish under v1 (C7).
+ORDER_WORKFLOW_V2 = Workflow(
+    version="v2",
+    steps=(*ORDER_WORKFLOW_V1.steps, Step("ShipOrder", Runs.LOCAL)),
+)
+
+WORKFLOWS: dict[str, Workflow] = {w.version: w for w in (ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2)}

@@ -13,7 +13,7 @@ What ends an attempt early, leaving the record for the Supervisor (R5, E10, E11)
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -44,6 +44,30 @@ OK = StepOutcome(None)
 Orchestration = Generator[Any, Any, str]
 
 
+FINISH_ATTEMPTS = 4
+FINISH_RETRY_DELAY = timedelta(seconds=5)
+
+
+def finish(
+    context: Any, attempt: dict[str, str], outcome: str, error: str | None = None
+) -> Generator[Any, Any, dict[str, Any]]:
+    """The attempt's last write, then its status message and alert.
+
+    Retried on failure: if the write landed and a notification did not, the repeat finds the
+    record finished by this attempt and sends them again (their MessageIds drop duplicates).
+    """
+    payload = {**attempt, "Outcome": outcome, "Error": error}
+    for tries in range(1, FINISH_ATTEMPTS + 1):
+        try:
+            result: dict[str, Any] = yield context.call_activity("finish", payload)
+            return result
+        except Exception:
+            if tries == FINISH_ATTEMPTS:
+                raise
+            yield context.create_timer(context.current_utc_datetime + FINISH_RETRY_DELAY * tries)
+    raise AssertionError("unreachable")
+
+
 def agent_event(action: str) -> str:
     """Per-action event names: a stray reply for another step can never satisfy this wait (E8)."""
     return f"AgentReply.{action}"
@@ -55,8 +79,8 @@ def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
     if start["Fenced"]:
         return Ending.FENCED.value
     if start["Missing"]:
-        finished = yield context.call_activity(
-            "finish", {**attempt, "Outcome": "fail", "Error": "the order is missing from the orders database"}
+        finished = yield from finish(
+            context, attempt, "fail", "the order is missing from the orders database"
         )
         return Ending.FENCED.value if finished["Fenced"] else Ending.ERROR.value
     to_compensate = start["ToCompensate"]
@@ -73,7 +97,7 @@ def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
             if outcome.failed:
                 return (yield from handle_failure(context, attempt, workflow, done, outcome.error or ""))
             done.append(step.name)
-        finished = yield context.call_activity("finish", {**attempt, "Outcome": "complete"})
+        finished = yield from finish(context, attempt, "complete")
         return Ending.FENCED.value if finished["Fenced"] else Ending.PROCESSED.value
     return (yield from compensate(context, attempt, workflow, to_compensate))
 
@@ -83,11 +107,9 @@ def handle_failure(
 ) -> Orchestration:
     """A permanent failure: undo what was done, newest first (R9), or stop in Error (E12)."""
     if not any(workflow.step(name).compensation for name in done):
-        finished = yield context.call_activity("finish", {**attempt, "Outcome": "fail", "Error": error})
+        finished = yield from finish(context, attempt, "fail", error)
         return Ending.FENCED.value if finished["Fenced"] else Ending.ERROR.value
-    begun = yield context.call_activity(
-        "finish", {**attempt, "Outcome": "begin_compensation", "Error": error}
-    )
+    begun = yield from finish(context, attempt, "begin_compensation", error)
     if begun["Fenced"]:
         return Ending.FENCED.value
     return (yield from compensate(context, attempt, workflow, begun["ToCompensate"]))
@@ -104,11 +126,9 @@ def compensate(
         if outcome.ending is not None:
             return outcome.ending.value
         if outcome.failed:
-            finished = yield context.call_activity(
-                "finish", {**attempt, "Outcome": "compensation_failed", "Error": outcome.error}
-            )
+            finished = yield from finish(context, attempt, "compensation_failed", outcome.error)
             return Ending.FENCED.value if finished["Fenced"] else Ending.COMPENSATION_FAILED.value
-    finished = yield context.call_activity("finish", {**attempt, "Outcome": "compensated"})
+    finished = yield from finish(context, attempt, "compensated")
     return Ending.FENCED.value if finished["Fenced"] else Ending.COMPENSATED.value
 
 

@@ -5,7 +5,7 @@ import logging
 from collections.abc import Callable
 
 from domain.errors import FencedOut, PreconditionFailed
-from domain.ports import StateStore
+from domain.ports import StateStore, Stored
 from domain.record import StateRecord
 
 log = logging.getLogger("sas.fenced")
@@ -14,10 +14,15 @@ MAX_RACES = 5
 
 
 def fenced_update(
-    states: StateStore, order_id: str, transition: Callable[[StateRecord], StateRecord]
+    states: StateStore,
+    order_id: str,
+    transition: Callable[[StateRecord], StateRecord],
+    *,
+    snapshot: Stored | None = None,
 ) -> StateRecord | None:
+    """``snapshot``: a read the caller already made; it saves a read when nobody wrote since."""
     for _ in range(MAX_RACES):
-        stored = states.get(order_id)
+        stored, snapshot = snapshot or states.get(order_id), None
         if stored is None:
             log.warning("order %s has no state record", order_id)
             return None

@@ -62,6 +62,7 @@ def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
         clock=ports.clock,
         policy=settings.scheduler_policy,
         allowed_status_queues=frozenset(settings.status_queues),
+        workflow_version=settings.workflow_version,
     )
     if not result.ok:
         _reject(ports, delivery, _REASONS[result.outcome], result.reason or "", order_id=submission.OrderID)

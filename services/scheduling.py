@@ -48,14 +48,20 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
     return report
 
 
-async def run_supervisor(ports: Ports) -> SupervisionReport:
+def supervise_and_notify(ports: Ports) -> SupervisionReport:
+    """One Supervisor run: recover what expired, and tell submitters and operators what it gave up."""
     settings = ports.settings
-    report = await asyncio.to_thread(
-        supervise, ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
+    report = supervise(
+        ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
     )
     for recovery in report.gave_up:
-        await asyncio.to_thread(notify_gave_up, ports, recovery.record)
-    log.info(
+        try:
+            notify_gave_up(ports, recovery.record)
+        except Exception:  # the record is already terminal: the log is the last place to tell
+            log.exception("could not report that order %s gave up", recovery.record.OrderID)
+    # Quiet when there was nothing to do: the cadence (C9) may be seconds.
+    log.log(
+        logging.INFO if report.scanned else logging.DEBUG,
         "supervisor: %d pages, %d expired scanned, cost %.1f, recovered %d, gave up %d, lost %d%s",
         report.pages,
         report.scanned,
@@ -66,3 +72,7 @@ async def run_supervisor(ports: Ports) -> SupervisionReport:
         ", more left for the next run" if report.truncated else "",
     )
     return report
+
+
+async def run_supervisor(ports: Ports) -> SupervisionReport:
+    return await asyncio.to_thread(supervise_and_notify, ports)

@@ -33,7 +33,8 @@ class Settings(BaseModel):
     agent_requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
     agent_replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
     alerts_queue: str = Field("operator-alerts", alias="SAS_ALERTS_QUEUE")
-    workflow_version: str = Field("v1", alias="SAS_WORKFLOW_VERSION")
+    # The workflow new orders run; in-flight orders keep the version in their record (C7).
+    workflow_version: Literal["v1", "v2"] = Field("v1", alias="SAS_WORKFLOW_VERSION")
     agent_max_attempts: int = Field(4, alias="SAS_AGENT_MAX_ATTEMPTS", ge=1)
     status_queues: Annotated[tuple[str, ...], BeforeValidator(_split_csv)] = Field(
         ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1

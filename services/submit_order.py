@@ -13,7 +13,7 @@ from domain import transitions
 from domain.messages import OrderSubmission
 from domain.policy import SchedulerPolicy
 from domain.ports import Clock, InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, StateStore
-from domain.record import StateRecord
+from domain.record import DEFAULT_WORKFLOW_VERSION, StateRecord
 
 ORDER_STATUS_RECEIVED = "Received"
 
@@ -45,6 +45,7 @@ def submit_order(
     clock: Clock,
     policy: SchedulerPolicy,
     allowed_status_queues: frozenset[str],
+    workflow_version: str = DEFAULT_WORKFLOW_VERSION,
 ) -> SubmitResult:
     order_id = submission.OrderID
     if submission.StatusQueue not in allowed_status_queues:
@@ -84,6 +85,7 @@ def submit_order(
             order_hash=order_hash,
             now=now,
             policy=policy,
+            workflow_version=workflow_version,
         )
     )
     stored = created.stored.record

@@ -11,7 +11,7 @@ from domain.messages import AgentRequest
 from domain.states import ProcessState
 from domain.workflow import orchestrator_name
 from services.claim_pending import claim_pending
-from services.supervise import supervise
+from services.scheduling import supervise_and_notify
 from tests.app.conftest import OK, Answer, App, submission
 
 ORDERS = int(__import__("os").environ.get("CONC_ORDERS", "500"))
@@ -37,9 +37,7 @@ class SecondScheduler:
                 claim.instance_id,
                 f'{{"OrderID": "{claim.order_id}"}}',
             )
-        supervision = supervise(
-            self.ports.states, self.ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
-        )
+        supervision = supervise_and_notify(self.ports)
         self.claimed += len(report.claims)
         return len(report.claims) + len(supervision.recovered) + len(supervision.gave_up)
 

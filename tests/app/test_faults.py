@@ -1,6 +1,8 @@
 """The app under faults (C1): a silent agent, duplicated and late replies, fencing, permanent
 failures, failing compensations, repeated expiries, operator resubmission."""
 
+import sys
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -170,3 +172,30 @@ def test_operator_resubmit_of_an_error_order_ends_processed(app: App) -> None:
     assert record.ProcessState is ProcessState.PROCESSED
     assert record.Attempt == 6
     assert app.agent.net_effect("o-1", "ReserveInventory") == 1
+
+
+class FailingOnce:
+    """Fault injection: the first status message for ``status`` fails to send."""
+
+    def __init__(self, inner, status: str) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.status, self.failed = inner, status, False
+
+    def send(self, queue: str, body: str, **kwargs):  # type: ignore[no-untyped-def]
+        if queue.startswith("status-") and f'"Status":"{self.status}"' in body and not self.failed:
+            self.failed = True
+            raise ConnectionError("injected: the broker dropped the connection")
+        return self.inner.send(queue, body, **kwargs)
+
+
+def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app: App) -> None:
+    function_app = sys.modules["function_app"]
+    real = function_app.ports()
+    sender = FailingOnce(real.sender, "completed")
+    function_app.ports = lambda: replace(real, sender=sender)
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    app.run_until(lambda: app.host.engine.status("o-1-1")["runtimeStatus"] == "Completed")
+    assert sender.failed
+    assert app.record("o-1").ProcessState is ProcessState.PROCESSED
+    assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
+    assert app.host.engine.status("o-1-1")["output"] == "processed"
