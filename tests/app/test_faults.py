@@ -199,3 +199,24 @@ def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app: 
     assert app.record("o-1").ProcessState is ProcessState.PROCESSED
     assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
     assert app.host.engine.status("o-1-1")["output"] == "processed"
+
+
+def test_a_stuck_compensation_is_driven_again_by_the_supervisor(app: App) -> None:
+    def script(request: AgentRequest, n: int) -> Answer:
+        if request.Step == "ChargePayment":
+            return Answer("permanent")
+        if request.Step == "ReleaseInventory" and n == 1:
+            return SILENT
+        return OK
+
+    app.agent.script = script
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    record = app.record("o-1")
+    assert record.ProcessState is ProcessState.COMPENSATED
+    assert record.Attempt == 2 and record.FailureCount == 1
+    assert [(r.InstanceID, r.Step) for r in app.agent.requests][-2:] == [
+        ("o-1-1", "ReleaseInventory"),
+        ("o-1-2", "ReleaseInventory"),
+    ]
+    assert app.agent.net_effect("o-1", "ReleaseInventory") == 1
