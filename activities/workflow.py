@@ -90,7 +90,7 @@ def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
             step=step,
             now=ports.clock.now(),
             policy=settings.scheduler_policy,
-            calls_wanted=settings.agent_max_attempts,
+            calls_wanted=settings.calls_per_step_attempt,
         )
         granted.append(started.calls_granted)
         return started.record
@@ -101,11 +101,15 @@ def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         return {"Fenced": False, "Exhausted": True, "Error": str(exhausted)}
     if record is None or record.CompleteBy is None:
         return FENCED
+    # Each delivery of the request may make this many calls; deliveries x calls <= the grant (C2).
+    per_delivery = granted[-1] // settings.agent_request_max_deliveries
+    if per_delivery == 0:
+        return {"Fenced": False, "Exhausted": True, "Error": f"{step}: the retry budget is spent"}
     return {
         "Fenced": False,
         "Exhausted": False,
         "CompleteBy": record.CompleteBy.isoformat(),
-        "CallsGranted": granted[-1],
+        "CallsGranted": per_delivery,
     }
 
 

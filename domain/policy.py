@@ -39,7 +39,7 @@ class SchedulerPolicy:
     start_grace: timedelta = timedelta(seconds=60)
     step_timeout: timedelta = timedelta(seconds=30)
     # End-to-end budget of remote calls per step, owned by the Scheduler (C2).
-    max_calls_per_step: int = 20
+    max_calls_per_step: int = 30
     recovery: RecoveryPolicy = RecoveryPolicy()
 
     def __post_init__(self) -> None:

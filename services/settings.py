@@ -35,7 +35,10 @@ class Settings(BaseModel):
     alerts_queue: str = Field("operator-alerts", alias="SAS_ALERTS_QUEUE")
     # The workflow new orders run; in-flight orders keep the version in their record (C7).
     workflow_version: Literal["v1", "v2"] = Field("v1", alias="SAS_WORKFLOW_VERSION")
-    agent_max_attempts: int = Field(4, alias="SAS_AGENT_MAX_ATTEMPTS", ge=1)
+    agent_max_attempts: int = Field(3, alias="SAS_AGENT_MAX_ATTEMPTS", ge=1)
+    # Must equal MaxDeliveryCount of the agent-requests queue: an agent that dies mid-request
+    # gets the request again, and each delivery may make up to SAS_AGENT_MAX_ATTEMPTS calls.
+    agent_request_max_deliveries: int = Field(2, alias="SAS_AGENT_REQUEST_MAX_DELIVERIES", ge=1)
     status_queues: Annotated[tuple[str, ...], BeforeValidator(_split_csv)] = Field(
         ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1
     )
@@ -43,7 +46,7 @@ class Settings(BaseModel):
     claim_batch_size: int = Field(20, alias="SAS_CLAIM_BATCH_SIZE", ge=1)
     start_grace_seconds: float = Field(60, alias="SAS_START_GRACE_SECONDS", gt=0, le=86400)
     step_timeout_seconds: float = Field(30, alias="SAS_STEP_TIMEOUT_SECONDS", gt=0, le=86400)
-    max_calls_per_step: int = Field(20, alias="SAS_MAX_CALLS_PER_STEP", ge=1)
+    max_calls_per_step: int = Field(30, alias="SAS_MAX_CALLS_PER_STEP", ge=1)
     quick_retries: int = Field(2, alias="SAS_QUICK_RETRIES", ge=0)
     extended_retries: int = Field(2, alias="SAS_EXTENDED_RETRIES", ge=0)
     cooldown_seconds: float = Field(300, alias="SAS_COOLDOWN_SECONDS", gt=0)
@@ -56,13 +59,21 @@ class Settings(BaseModel):
         # C2: the layers' combined maximum (Supervisor attempts x agent attempts) must fit the
         # Scheduler's budget, or the budget silently ends retries the policy promises.
         attempts = 1 + self.quick_retries + self.extended_retries
-        if attempts * self.agent_max_attempts > self.max_calls_per_step:
+        per_attempt = self.calls_per_step_attempt
+        if attempts * per_attempt > self.max_calls_per_step:
             raise ValueError(
                 f"SAS_MAX_CALLS_PER_STEP={self.max_calls_per_step} is below what the other layers "
                 f"allow: {attempts} attempts per step (1 + SAS_QUICK_RETRIES + SAS_EXTENDED_RETRIES) "
-                f"x SAS_AGENT_MAX_ATTEMPTS={self.agent_max_attempts} = {attempts * self.agent_max_attempts}"
+                f"x SAS_AGENT_MAX_ATTEMPTS={self.agent_max_attempts} "
+                f"x SAS_AGENT_REQUEST_MAX_DELIVERIES={self.agent_request_max_deliveries} "
+                f"= {attempts * per_attempt}"
             )
         return self
+
+    @property
+    def calls_per_step_attempt(self) -> int:
+        """The most remote calls one attempt of one step can cause: what begin_step debits."""
+        return self.agent_max_attempts * self.agent_request_max_deliveries
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":

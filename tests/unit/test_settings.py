@@ -31,6 +31,21 @@ def test_a_bad_value_names_the_setting() -> None:
 
 
 def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None:
-    with pytest.raises(SettingsError, match="SAS_MAX_CALLS_PER_STEP=12"):
-        Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "12", "SAS_AGENT_MAX_ATTEMPTS": "4"})
-    assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "15", "SAS_AGENT_MAX_ATTEMPTS": "3"})
+    with pytest.raises(SettingsError, match="SAS_MAX_CALLS_PER_STEP=29"):
+        Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "29"})  # 5 attempts x 3 calls x 2 deliveries
+    assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "30"}).calls_per_step_attempt == 6
+    assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "10", "SAS_AGENT_REQUEST_MAX_DELIVERIES": "1",
+                              "SAS_AGENT_MAX_ATTEMPTS": "2"})
+
+
+def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
+    """C2: the budget's arithmetic assumes the agent-requests queue's MaxDeliveryCount."""
+    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    config = json.loads((ROOT / "servicebus" / "Config.json").read_text())
+    [queue] = [
+        q
+        for ns in config["UserConfig"]["Namespaces"]
+        for q in ns["Queues"]
+        if q["Name"] == values["SAS_AGENT_REQUESTS_QUEUE"]
+    ]
+    assert int(values["SAS_AGENT_REQUEST_MAX_DELIVERIES"]) == queue["Properties"]["MaxDeliveryCount"]

@@ -1,0 +1,60 @@
+"""``python -m agent_worker``: run the Agent until SIGTERM or Ctrl-C.
+
+Settings come from the environment, with ``local.settings.json`` ``Values`` filling the gaps
+(as for the Function App), so the agent and devhost agree on queues and paths.
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from agent_worker.messaging import LocalAgentMessaging
+from agent_worker.remote import RemoteService
+from agent_worker.settings import AgentSettings, AgentSettingsError
+from agent_worker.worker import Agent
+from devhost.servicebus import LocalServiceBus
+from devhost.settings import load_local_settings
+
+
+async def _run(settings: AgentSettings, name: str) -> int:
+    bus = LocalServiceBus(settings.servicebus_path)
+    agent = Agent(
+        settings,
+        LocalAgentMessaging(bus, settings.requests_queue, settings.replies_queue),
+        RemoteService(settings.remote_url, settings.call_timeout_seconds),
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, agent.stop)
+    print(
+        f"Agent {name} started: {settings.requests_queue} -> {settings.remote_url} -> "
+        f"{settings.replies_queue}, concurrency {settings.concurrency}",
+        flush=True,
+    )
+    await agent.run()
+    bus.close()
+    print(f"Agent {name} stopped: {agent.stats}", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent_worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--app-dir", type=Path, default=Path.cwd(), help="where local.settings.json is")
+    parser.add_argument("--name", default=str(os.getpid()), help="a name for the logs")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s] agent {args.name}: %(message)s")
+    load_local_settings(args.app_dir.resolve())
+    try:
+        settings = AgentSettings.from_env(os.environ)
+    except AgentSettingsError as error:
+        print(f"agent_worker: {error}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(settings, args.name))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The agent's settings, from environment variables (``local.settings.json`` ``Values`` locally)."""
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class AgentSettingsError(ValueError):
+    pass
+
+
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    remote_url: str = Field("http://127.0.0.1:7081", alias="AGENT_REMOTE_URL")
+    servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
+    requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
+    replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
+    concurrency: int = Field(8, alias="AGENT_CONCURRENCY", ge=1, le=256)
+    # One remote call may take this long; a call started before CompleteBy may end after it (R4).
+    call_timeout_seconds: float = Field(5.0, alias="AGENT_CALL_TIMEOUT_SECONDS", gt=0)
+    backoff_initial_seconds: float = Field(0.2, alias="AGENT_BACKOFF_INITIAL_SECONDS", gt=0)
+    backoff_max_seconds: float = Field(5.0, alias="AGENT_BACKOFF_MAX_SECONDS", gt=0)
+    breaker_failures: int = Field(5, alias="AGENT_BREAKER_FAILURES", ge=1)
+    breaker_recovery_seconds: float = Field(10.0, alias="AGENT_BREAKER_RECOVERY_SECONDS", gt=0)
+    poll_interval_seconds: float = Field(0.05, alias="AGENT_POLL_INTERVAL_SECONDS", gt=0)
+    shutdown_grace_seconds: float = Field(20.0, alias="AGENT_SHUTDOWN_GRACE_SECONDS", ge=0)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
+        names = {f.alias for f in cls.model_fields.values() if f.alias}
+        try:
+            return cls.model_validate({k: v for k, v in env.items() if k in names})
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise AgentSettingsError(f"invalid agent settings: {problems}") from None
