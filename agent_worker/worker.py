@@ -134,6 +134,10 @@ class Agent:
                 with contextlib.suppress(MessageLockLost):
                     await asyncio.shield(self.messaging.abandon(message))
                 raise
+            except Exception:  # e.g. the reply could not be sent: let the request come back
+                log.exception("request %s failed; abandoning it for redelivery", message.message_id)
+                with contextlib.suppress(MessageLockLost):
+                    await self.messaging.abandon(message)
         return len(messages)
 
     # --- one request -------------------------------------------------------------------------

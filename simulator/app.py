@@ -84,9 +84,7 @@ class Simulator:
         hung = self._roll(profile.hang_rate)
         if hung:
             self.ledger.set_outcome(call_id, "hang")
-        if not await self._pause(profile.hang_seconds if hung else 0.0) or not await self._pause(
-            self._latency(profile)
-        ):
+        if not await self._pause((profile.hang_seconds if hung else 0.0) + self._latency(profile)):
             return self._finish(call_id, "hang" if hung else "aborted", _drop(request))
         outcome, response = self._serve(key, operation, profile, request)
         return self._finish(call_id, f"hang+{outcome}" if hung else outcome, response)

@@ -43,7 +43,7 @@ class Ledger:
     def __init__(self, path: Path | str) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         # WAL survives a killed process without fsync on every commit; the ledger is test data.
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -90,11 +90,13 @@ class Ledger:
         calls = self._db.execute(
             "SELECT at, operation, outcome, body FROM calls WHERE key = ? ORDER BY id", (key,)
         ).fetchall()
-        effects = self._db.execute("SELECT at, operation, result FROM effects WHERE key = ?", (key,)).fetchall()
+        effects = self._db.execute(
+            "SELECT at, operation, result FROM effects WHERE key = ?", (key,)
+        ).fetchall()
         return {
             "key": key,
             "calls": [
-                {"at": at, "operation": op, "outcome": outcome, "body": None if body is None else json.loads(body)}
+                {"at": at, "operation": op, "outcome": outcome, "body": _body(body)}
                 for at, op, outcome, body in calls
             ],
             "effects": [{"at": at, "operation": op, "result": _result(result)} for at, op, result in effects],
@@ -114,6 +116,10 @@ class Ledger:
             entry = keys.setdefault(key, {"calls": 0, "effects": 0, "first_call": None, "last_call": None})
             entry["effects"] = count
         return dict(sorted(keys.items()))
+
+
+def _body(text: str | None) -> object:
+    return None if text is None else json.loads(text)
 
 
 def _result(text: str) -> dict[str, Any]:
