@@ -210,7 +210,7 @@ class Agent:
             | _StopBeforeDeadline(request.CompleteBy, self.clock),
             wait=_BackoffOrRetryAfter(
                 wait_exponential_jitter(
-                    initial=self.settings.backoff_initial_seconds, max=self.settings.backoff_max_seconds
+                    multiplier=self.settings.backoff_initial_seconds, max=self.settings.backoff_max_seconds
                 )
             ),
             retry=retry_if_exception_type(TransientFailure),

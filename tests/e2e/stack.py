@@ -60,7 +60,9 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -
 
 def http_json(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -116,13 +118,23 @@ class Stack:
     def start_simulator(self) -> None:
         self._spawn(
             "simulator",
-            ["-m", "simulator", "--port", str(self.simulator_port), "--ledger", str(self.workdir / "ledger.db"),
-             "--profile", json.dumps(self.profile)],
+            [
+                "-m",
+                "simulator",
+                "--port",
+                str(self.simulator_port),
+                "--ledger",
+                str(self.workdir / "ledger.db"),
+                "--profile",
+                json.dumps(self.profile),
+            ],
         )
         wait_for(lambda: self._answers(f"{self.simulator_url}/health", "simulator"), "the simulator")
 
     def start_devhost(self) -> None:
-        self._spawn("devhost", ["-m", "devhost", "start", "--app-dir", str(ROOT), "--port", str(self.devhost_port)])
+        self._spawn(
+            "devhost", ["-m", "devhost", "start", "--app-dir", str(ROOT), "--port", str(self.devhost_port)]
+        )
         wait_for(
             lambda: self._answers(f"{self.devhost_url}/runtime/webhooks/durabletask/instances/", "devhost"),
             "devhost",
@@ -147,7 +159,7 @@ class Stack:
 
     def stop(self) -> dict[str, int]:
         codes = {}
-        for name, process in self.processes.items():
+        for process in self.processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for name, process in self.processes.items():

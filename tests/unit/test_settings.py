@@ -34,8 +34,13 @@ def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None
     with pytest.raises(SettingsError, match="SAS_MAX_CALLS_PER_STEP=29"):
         Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "29"})  # 5 attempts x 3 calls x 2 deliveries
     assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "30"}).calls_per_step_attempt == 6
-    assert Settings.from_env({"SAS_MAX_CALLS_PER_STEP": "10", "SAS_AGENT_REQUEST_MAX_DELIVERIES": "1",
-                              "SAS_AGENT_MAX_ATTEMPTS": "2"})
+    assert Settings.from_env(
+        {
+            "SAS_MAX_CALLS_PER_STEP": "10",
+            "SAS_AGENT_REQUEST_MAX_DELIVERIES": "1",
+            "SAS_AGENT_MAX_ATTEMPTS": "2",
+        }
+    )
 
 
 def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
