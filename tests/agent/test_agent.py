@@ -4,6 +4,7 @@ a crash between the remote effect and the reply."""
 
 import asyncio
 import json
+from itertools import pairwise
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,7 +73,7 @@ class Rig:
     def request(
         self, key: str, *, step: str = "ReserveInventory", attempts: int = 5, seconds: float = 10
     ) -> AgentRequest:
-        order_id = key.split(":")[0]
+        order_id = key.split(":", 1)[0]
         request = AgentRequest(
             RequestID=f"{order_id}-1:{step}",
             InstanceID=f"{order_id}-1",
@@ -180,7 +181,7 @@ def test_the_breaker_opens_under_an_outage_fails_fast_and_closes_after_recovery(
         assert rig.agent.stats.breaker_rejections >= 1
         assert len(calls) < reply["Attempts"]
         times = [datetime.fromisoformat(c["at"].replace("Z", "+00:00")) for c in calls]
-        assert all(later - earlier >= timedelta(seconds=0.3) for earlier, later in zip(times[2:], times[3:]))
+        assert all(later - earlier >= timedelta(seconds=0.3) for earlier, later in pairwise(times[2:]))
         rig.profile()  # the service is back
         deadline = datetime.now(UTC) + timedelta(seconds=0.4)
         wait_for(lambda: datetime.now(UTC) >= deadline, "the breaker's recovery time", timeout=5)
