@@ -4,9 +4,9 @@ a crash between the remote effect and the reply."""
 
 import asyncio
 import json
-from itertools import pairwise
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
