@@ -1,0 +1,77 @@
+"""The whole embedded stack as real processes: devhost with function_app.py, two agent worker
+processes and the flaky simulator. The simulator's ledger is the judge."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from domain.states import ProcessState
+from tests.app.conftest import submission
+from tests.e2e.stack import Stack
+
+STEPS = ("ReserveInventory", "ChargePayment")
+UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}
+
+
+def effects(ledger: dict[str, dict[str, int]], order_id: str, action: str) -> int:
+    return int(ledger.get(f"{order_id}:{action}", {}).get("effects", 0))
+
+
+@pytest.mark.slow
+def test_200_orders_through_real_agents_and_a_flaky_service(tmp_path: Path) -> None:
+    profile = {
+        "transient_rate": 0.2,
+        "permanent_rate": 0.02,
+        "lost_response_rate": 0.05,
+        "latency_ms": [0, 20],
+        "seed": 5,
+    }
+    stack = Stack(tmp_path, agents=2, profile=profile, settings={"SAS_MAX_IN_FLIGHT": "60"}).start()
+    try:
+        ids = [f"e-{n:03d}" for n in range(200)]
+        stack.submit(
+            [
+                submission(i, status_queue="status-app-a" if n % 2 else "status-app-b")
+                for n, i in enumerate(ids)
+            ]
+        )
+        records = stack.wait_terminal(ids, timeout=300)
+        ledger = stack.ledger("e-")
+    finally:
+        codes = stack.stop()
+    assert set(records) == set(ids)
+    states = Counter(r.ProcessState for r in records.values())
+    assert states[ProcessState.PROCESSED] > 150, states
+    budget = int(stack.env["SAS_MAX_CALLS_PER_STEP"])
+    for order_id, record in records.items():
+        if record.ProcessState is ProcessState.PROCESSED:
+            # Exactly once, however many calls and lost responses it took.
+            assert [effects(ledger, order_id, s) for s in STEPS] == [1, 1], order_id
+            assert [effects(ledger, order_id, UNDO[s]) for s in STEPS] == [0, 0], order_id
+        if record.ProcessState is ProcessState.COMPENSATED:
+            for step in STEPS:  # net zero
+                assert effects(ledger, order_id, step) == effects(ledger, order_id, UNDO[step]), order_id
+    assert all(entry["calls"] <= budget for entry in ledger.values())
+    assert codes == {"simulator": 0, "devhost": 0, "agent-0": 0, "agent-1": 0}  # clean SIGTERM stops
+
+
+@pytest.mark.slow
+def test_under_a_total_outage_no_order_exceeds_its_retry_budget(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, agents=2, profile={"outage": True}).start()
+    try:
+        ids = [f"x-{n}" for n in range(4)]
+        stack.submit([submission(i) for i in ids])
+        records = stack.wait_terminal(ids, timeout=180)
+        ledger = stack.ledger("x-")
+    finally:
+        stack.stop()
+    budget = int(stack.env["SAS_MAX_CALLS_PER_STEP"])
+    for order_id in ids:
+        record = records[order_id]
+        assert record.ProcessState is ProcessState.ERROR
+        assert record.FailedStep == "ReserveInventory"
+        calls = ledger.get(f"{order_id}:ReserveInventory", {}).get("calls", 0)
+        assert 0 < calls <= budget, (order_id, calls, budget)
+        assert record.RetryBudget.used("ReserveInventory") <= budget
+        assert effects(ledger, order_id, "ReserveInventory") == 0
