@@ -6,6 +6,7 @@ adapters behind the ports change, chosen by settings in ``adapters/factory.py``.
 """
 
 import functools
+import json
 import logging
 import os
 from typing import Any
@@ -17,7 +18,7 @@ from activities import workflow as steps
 from adapters.factory import build_ports
 from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from orchestrators.order_workflow import agent_event, run_workflow
-from services import intake, scheduling
+from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
 
@@ -34,6 +35,25 @@ def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
     return intake.Delivery(
         queue=queue, message_id=msg.message_id or "", lock_token=msg.lock_token or "", body=msg.get_body()
     )
+
+
+# --- Front end (E1, C3) -----------------------------------------------------------------------
+
+
+def _http(reply: frontend.Reply) -> func.HttpResponse:
+    return func.HttpResponse(
+        json.dumps(reply.body), status_code=reply.status, headers=reply.headers, mimetype="application/json"
+    )
+
+
+@app.route(route="orders", methods=["POST"])
+def post_order(req: func.HttpRequest) -> func.HttpResponse:
+    return _http(frontend.accept_order(req.get_body(), ports()))
+
+
+@app.route(route="orders/{order_id}", methods=["GET"])
+def get_order(req: func.HttpRequest) -> func.HttpResponse:
+    return _http(frontend.order_view(req.route_params["order_id"], ports()))
 
 
 # --- Submission (E1-E2) ---------------------------------------------------------------------

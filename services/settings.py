@@ -43,6 +43,9 @@ class Settings(BaseModel):
         ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1
     )
     max_in_flight: int = Field(50, alias="SAS_MAX_IN_FLIGHT", ge=1)
+    # C3: the front end answers 429 while this many orders wait to be claimed.
+    backlog_threshold: int = Field(500, alias="SAS_BACKLOG_THRESHOLD", ge=1)
+    backlog_retry_after_seconds: int = Field(5, alias="SAS_BACKLOG_RETRY_AFTER_SECONDS", ge=1)
     claim_batch_size: int = Field(20, alias="SAS_CLAIM_BATCH_SIZE", ge=1)
     start_grace_seconds: float = Field(60, alias="SAS_START_GRACE_SECONDS", gt=0, le=86400)
     step_timeout_seconds: float = Field(30, alias="SAS_STEP_TIMEOUT_SECONDS", gt=0, le=86400)

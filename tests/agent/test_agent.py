@@ -21,7 +21,7 @@ from devhost.servicebus import LocalServiceBus, QueueConfig
 from domain.messages import AgentRequest
 from simulator.app import SIMULATOR, create_app
 from simulator.profile import FaultProfile
-from tests.e2e.stack import Stack, http_json, wait_for
+from demo.stack import Stack, http_json, wait_for
 
 REQUESTS, REPLIES = "agent-requests", "agent-replies"
 POLL = 0.02  # seconds between looks at the clock while a scenario's time passes

@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from adapters.factory import build_ports
@@ -158,6 +159,16 @@ class App:
     def ports(self) -> Ports:
         """The same adapters the function app uses, built from the same settings."""
         return build_ports(Settings.from_env(os.environ))
+
+    def http(self, method: str, path: str, body: str | None = None) -> tuple[int, str, dict[str, str]]:
+        async def call() -> tuple[int, str, dict[str, str]]:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.request(method, self.host.base_url + path, data=body) as response,
+            ):
+                return response.status, await response.text(), dict(response.headers)
+
+        return self.loop.run_until_complete(call())
 
     def submit(self, order: OrderSubmission, message_id: str | None = None) -> None:
         self.bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)

@@ -8,7 +8,7 @@ import pytest
 
 from domain.states import ProcessState
 from tests.app.conftest import submission
-from tests.e2e.stack import Stack
+from demo.stack import Stack
 
 STEPS = ("ReserveInventory", "ChargePayment")
 UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}

@@ -1,7 +1,7 @@
 """The whole embedded stack as real processes: devhost running function_app.py, agent worker
 processes and the simulator, on loopback, on the real clock.
 
-Used by the end-to-end tests. Settings go through the environment (which wins over any
+Used by `make demo` and the end-to-end tests. Settings go through the environment (which wins over any
 ``local.settings.json`` a developer has in the repo root), so runs are isolated in a work dir.
 """
 
@@ -25,7 +25,7 @@ from domain.messages import OrderSubmission
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # Fast timings so that faults resolve in seconds; the arithmetic of C2 still holds.
 FAST = {

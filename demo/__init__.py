@@ -1,0 +1,1 @@
+"""``make demo``: the whole pattern on the embedded profile, as real processes, with faults."""
