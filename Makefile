@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit venv clean run
+.PHONY: test lint typecheck unit venv clean run demo
 
 venv: $(STAMP)
 
@@ -27,10 +27,13 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) .data .devhost .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 local.settings.json:
 	cp local.settings.sample.json local.settings.json
 
 run: $(STAMP) local.settings.json
 	$(BIN)/python -m devhost start
+
+demo: $(STAMP)
+	$(BIN)/python -m demo

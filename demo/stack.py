@@ -187,10 +187,11 @@ class Stack:
     def states(self) -> SqliteStateStore:
         return SqliteStateStore(self.workdir / "data" / "state.db")
 
-    def submit(self, orders: list[OrderSubmission]) -> None:
+    def submit(self, orders: list[OrderSubmission], message_id: str | None = None) -> None:
+        """Straight onto the orders queue, as a submitting app without the front end would."""
         bus = self.bus()
         for order in orders:
-            bus.send("orders", order.model_dump_json(), message_id=order.OrderID)
+            bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
         bus.close()
 
     def records(self, order_ids: list[str]) -> dict[str, StateRecord | None]:

@@ -103,6 +103,8 @@ class Simulator:
     ) -> tuple[str, web.StreamResponse]:
         stored = self.ledger.effect(key)
         if stored is not None:
+            if profile.broken_idempotency:
+                self.ledger.apply_again(key)
             return "replayed", web.json_response(stored)
         if self._roll(profile.permanent_rate):
             return "permanent", _error(422, f"{operation} refused for {key} (simulated business refusal)")

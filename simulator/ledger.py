@@ -26,7 +26,10 @@ CREATE TABLE IF NOT EXISTS effects (
     key TEXT PRIMARY KEY,
     operation TEXT NOT NULL,
     result TEXT NOT NULL,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    -- How many times the effect was applied: 1 for a correct service; more only under the
+    -- broken_idempotency fault, which exists so that the judges can be shown to catch it.
+    applied INTEGER NOT NULL DEFAULT 1
 );
 """
 
@@ -86,6 +89,10 @@ class Ledger:
         assert stored is not None
         return stored, cursor.rowcount == 1
 
+    def apply_again(self, key: str) -> None:
+        """The broken_idempotency fault: a replay applies the effect once more."""
+        self._db.execute("UPDATE effects SET applied = applied + 1 WHERE key = ?", (key,))
+
     def history(self, key: str) -> dict[str, Any]:
         calls = self._db.execute(
             "SELECT at, operation, outcome, body FROM calls WHERE key = ? ORDER BY id", (key,)
@@ -111,7 +118,7 @@ class Ledger:
         ):
             keys[key] = {"calls": count, "effects": 0, "first_call": first, "last_call": last}
         for key, count in self._db.execute(
-            f"SELECT key, COUNT(*) FROM effects WHERE {match} GROUP BY key", (len(prefix), prefix)
+            f"SELECT key, SUM(applied) FROM effects WHERE {match} GROUP BY key", (len(prefix), prefix)
         ):
             entry = keys.setdefault(key, {"calls": 0, "effects": 0, "first_call": None, "last_call": None})
             entry["effects"] = count

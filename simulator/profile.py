@@ -26,6 +26,9 @@ class FaultProfile(BaseModel):
     hang_seconds: NonNegative = 30.0
     outage: bool = False
     outage_windows: tuple[Span, ...] = ()
+    # A bug, not a fault: repeated keys apply the effect again. Only for showing that the
+    # exactly-once judges (tests, make demo) catch a service that is not idempotent.
+    broken_idempotency: bool = False
     seed: int | None = None
 
     @field_validator("latency_ms")

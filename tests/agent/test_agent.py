@@ -17,11 +17,11 @@ from agent_worker.messaging import LocalAgentMessaging
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
+from demo.stack import Stack, http_json, wait_for
 from devhost.servicebus import LocalServiceBus, QueueConfig
 from domain.messages import AgentRequest
 from simulator.app import SIMULATOR, create_app
 from simulator.profile import FaultProfile
-from demo.stack import Stack, http_json, wait_for
 
 REQUESTS, REPLIES = "agent-requests", "agent-replies"
 POLL = 0.02  # seconds between looks at the clock while a scenario's time passes

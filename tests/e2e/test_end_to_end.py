@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.stack import Stack
 from domain.states import ProcessState
 from tests.app.conftest import submission
-from demo.stack import Stack
 
 STEPS = ("ReserveInventory", "ChargePayment")
 UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}
