@@ -5,7 +5,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from devhost.servicebus import LocalServiceBus
+from devhost.servicebus import LocalServiceBus, ReceivedMessage
 
 
 class LocalMessaging:
@@ -38,3 +38,29 @@ class LocalMessaging:
 
     def close(self) -> None:
         self.bus.close()
+
+    # --- operator tools: browse queues and dead letters -----------------------------------------
+
+    def peek(self, queue: str, limit: int) -> list[ReceivedMessage]:
+        return self.bus.peek(queue, limit)
+
+    def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
+        """Move one dead-lettered message back to its queue under a new MessageId (the old one
+        may still be in the duplicate-detection window). False if it is not there."""
+        dead_letters = f"{queue}/$deadletterqueue"
+        found = False
+        for message in self.bus.receive(dead_letters, 100):
+            if message.message_id != message_id or found:
+                self.bus.abandon(message)
+                continue
+            self.bus.send(
+                queue,
+                message.body,
+                message_id=f"{message_id}:resubmitted:{message.sequence_number}",
+                correlation_id=message.correlation_id,
+                content_type=message.content_type,
+                application_properties=message.application_properties,
+            )
+            self.bus.complete(message)
+            found = True
+        return found

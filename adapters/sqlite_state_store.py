@@ -167,6 +167,17 @@ class SqliteStateStore:
         # One read for the page plus one per row: the rows the index range handed back.
         return Page(items=items, continuation=token, cost=float(1 + len(rows)))
 
+    def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT etag, doc FROM state_records WHERE process_state = ? ORDER BY order_id LIMIT ?",
+                (state.value, limit),
+            )
+            .fetchall()
+        )
+        return [Stored(from_document(json.loads(doc)), etag) for etag, doc in rows]
+
     def count_in_states(self, states: frozenset[ProcessState]) -> int:
         if not states:
             return 0

@@ -64,6 +64,10 @@ class StateStore(Protocol):
 
     def count_in_states(self, states: frozenset[ProcessState]) -> int: ...
 
+    def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
+        """Records in one state, by OrderID: for operators, not for any per-order path."""
+        ...
+
 
 @dataclass(frozen=True)
 class OrderLineRow:

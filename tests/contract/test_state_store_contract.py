@@ -148,6 +148,15 @@ def test_paging_returns_every_expired_record_exactly_once(state_store: StateStor
     assert pages == 7
 
 
+def test_query_in_state_lists_one_state_by_order_id(state_store: StateStore) -> None:
+    for order_id in ("c", "a", "b"):
+        state_store.create_if_absent(pending(order_id, T0))
+    state_store.create_if_absent(processing("busy", T0))
+    assert [s.record.OrderID for s in state_store.query_in_state(ProcessState.PENDING, 10)] == ["a", "b", "c"]
+    assert [s.record.OrderID for s in state_store.query_in_state(ProcessState.PENDING, 2)] == ["a", "b"]
+    assert state_store.query_in_state(ProcessState.ERROR, 10) == []
+
+
 def test_count_in_states(state_store: StateStore) -> None:
     state_store.create_if_absent(pending("a", T0))
     state_store.create_if_absent(processing("b", T0))

@@ -1,0 +1,233 @@
+"""``python -m ops``: the operator's tools, against whichever profile the settings select.
+
+    python -m ops submit --order-id ID [--app a|b] [--sku SKU] [--quantity N]
+    python -m ops status ID
+    python -m ops list [--state Error] [--limit 50]
+    python -m ops watch [--interval 2] [--once]
+    python -m ops alerts [--limit 20]
+    python -m ops resubmit ID          # E12: an Error order back to Pending, from its failed step
+    python -m ops compensate ID        # undo an Error (or CompensationFailed) order
+    python -m ops dlq list QUEUE
+    python -m ops dlq resubmit QUEUE MESSAGE_ID
+
+Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
+gaps. Add ``--json`` for machine-readable output. Exit codes: 0 done, 1 refused or not found.
+"""
+
+import argparse
+import json
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from adapters.factory import build_ports
+from adapters.local_messaging import LocalMessaging
+from devhost.settings import load_local_settings
+from domain.errors import IllegalTransition, RecordNotFound
+from domain.states import ProcessState
+from services import frontend, operator
+from services.context import Ports
+from services.settings import Settings, SettingsError
+
+
+class Refused(Exception):
+    """An operator request the system will not carry out; the message says why."""
+
+
+def _table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    return table
+
+
+class Ops:
+    def __init__(self, ports: Ports, console: Console, as_json: bool) -> None:
+        self.ports = ports
+        self.console = console
+        self.as_json = as_json
+
+    def show(self, title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+        if self.as_json:
+            self.console.print_json(json.dumps(list(rows), default=str))
+        else:
+            self.console.print(_table(title, rows, columns))
+
+    @property
+    def messaging(self) -> LocalMessaging:
+        sender = self.ports.sender
+        if not isinstance(sender, LocalMessaging):
+            raise Refused(f"queue browsing is not available for profile {self.ports.settings.profile!r}")
+        return sender
+
+    # --- commands -------------------------------------------------------------------------------
+
+    def submit(self, order_id: str, app: str, sku: str, quantity: int) -> None:
+        price = Decimal("12.50")
+        # Built as plain JSON, not as the model, so that the front end's validation judges it.
+        order = {
+            "OrderID": order_id,
+            "Customer": "Operator",
+            "Lines": [{"Sku": sku, "Quantity": quantity, "UnitPrice": str(price)}],
+            "Total": str(price * quantity),
+            "StatusQueue": f"status-app-{app}",
+            "SubmittedAt": datetime.now(UTC).isoformat(),
+        }
+        reply = frontend.accept_order(json.dumps(order).encode(), self.ports)
+        if reply.status != 202:
+            raise Refused(f"{reply.body.get('error')}: {reply.body.get('detail')}")
+        self.show("Submitted", [reply.body], ["OrderID", "statusUrl"])
+
+    def status(self, order_id: str) -> None:
+        reply = frontend.order_view(order_id, self.ports)
+        if reply.status == 404:
+            raise Refused(f"no order {order_id!r}")
+        self.show(f"Order {order_id}", [reply.body], list(reply.body))
+
+    def list_orders(self, state: str | None, limit: int) -> None:
+        states = [ProcessState(state)] if state else list(ProcessState)
+        rows = [
+            {
+                "OrderID": s.record.OrderID,
+                "ProcessState": s.record.ProcessState.value,
+                "Attempt": s.record.Attempt,
+                "FailureCount": s.record.FailureCount,
+                "FailedStep": s.record.FailedStep,
+                "LastError": (s.record.LastError or "")[:60],
+            }
+            for one in states
+            for s in self.ports.states.query_in_state(one, limit)
+        ][:limit]
+        self.show(f"Orders{f' in {state}' if state else ''}", rows, list(rows[0]) if rows else ["OrderID"])
+
+    def counts(self) -> list[dict[str, Any]]:
+        return [
+            {"ProcessState": s.value, "orders": self.ports.states.count_in_states(frozenset({s}))}
+            for s in ProcessState
+        ]
+
+    def watch(self, interval: float, once: bool) -> None:
+        pause = threading.Event()
+        while True:
+            self.show(
+                f"Orders by state at {datetime.now(UTC):%H:%M:%S}", self.counts(), ["ProcessState", "orders"]
+            )
+            if once or pause.wait(interval):
+                return
+
+    def alerts(self, limit: int) -> None:
+        rows = [json.loads(m.body) for m in self.messaging.peek(self.ports.settings.alerts_queue, limit)]
+        self.show("Operator alerts", rows, ["At", "Event", "OrderID", "Reason"])
+
+    def move(self, order_id: str, action: str) -> None:
+        move = operator.resubmit if action == "resubmit" else operator.request_compensation
+        try:
+            record = move(self.ports.states, self.ports.clock, order_id)
+        except RecordNotFound:
+            raise Refused(f"no order {order_id!r}") from None
+        except IllegalTransition as illegal:
+            raise Refused(str(illegal)) from None
+        self.show(
+            f"{action}: {order_id}",
+            [
+                {
+                    "OrderID": order_id,
+                    "ProcessState": record.ProcessState.value,
+                    "CompensationRequested": record.CompensationRequested,
+                }
+            ],
+            ["OrderID", "ProcessState", "CompensationRequested"],
+        )
+
+    def dlq_list(self, queue: str) -> None:
+        rows = [
+            {
+                "MessageId": m.message_id,
+                "Reason": m.dead_letter_reason,
+                "Description": (m.dead_letter_error_description or "")[:80],
+                "Enqueued": m.enqueued_time.isoformat(timespec="seconds"),
+                "Deliveries": m.delivery_count,
+            }
+            for m in self.messaging.peek(f"{queue}/$deadletterqueue", 1000)
+        ]
+        self.show(
+            f"Dead letters of {queue}", rows, ["MessageId", "Reason", "Description", "Enqueued", "Deliveries"]
+        )
+
+    def dlq_resubmit(self, queue: str, message_id: str) -> None:
+        if not self.messaging.resubmit_dead_letter(queue, message_id):
+            raise Refused(f"no dead-lettered message {message_id!r} on {queue!r}")
+        self.show("Resubmitted", [{"Queue": queue, "MessageId": message_id}], ["Queue", "MessageId"])
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.split("\n")[0])
+    parser.add_argument("--app-dir", type=Path, default=Path.cwd(), help="where local.settings.json is")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    commands = parser.add_subparsers(dest="command", required=True)
+    submit = commands.add_parser("submit", help="submit a test order through the front end's checks")
+    submit.add_argument("--order-id", required=True)
+    submit.add_argument("--app", choices=["a", "b"], default="a")
+    submit.add_argument("--sku", default="SKU-1")
+    submit.add_argument("--quantity", type=int, default=1)
+    commands.add_parser("status", help="one order's state record").add_argument("order_id")
+    listing = commands.add_parser("list", help="orders, optionally in one state")
+    listing.add_argument("--state", choices=[s.value for s in ProcessState])
+    listing.add_argument("--limit", type=int, default=50)
+    watch = commands.add_parser("watch", help="orders per state, refreshed")
+    watch.add_argument("--interval", type=float, default=2.0)
+    watch.add_argument("--once", action="store_true")
+    commands.add_parser("alerts", help="operator alerts").add_argument("--limit", type=int, default=20)
+    commands.add_parser("resubmit", help="an Error order back to Pending (E12)").add_argument("order_id")
+    commands.add_parser("compensate", help="undo an Error order").add_argument("order_id")
+    dlq = commands.add_parser("dlq", help="dead-letter queues").add_subparsers(
+        dest="dlq_command", required=True
+    )
+    dlq.add_parser("list").add_argument("queue")
+    again = dlq.add_parser("resubmit")
+    again.add_argument("queue")
+    again.add_argument("message_id")
+    return parser
+
+
+def main(argv: list[str] | None = None, console: Console | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = console or Console()
+    load_local_settings(args.app_dir.resolve())
+    try:
+        ops = Ops(build_ports(Settings.from_env(os.environ)), console, args.json)
+        match args.command:
+            case "submit":
+                ops.submit(args.order_id, args.app, args.sku, args.quantity)
+            case "status":
+                ops.status(args.order_id)
+            case "list":
+                ops.list_orders(args.state, args.limit)
+            case "watch":
+                ops.watch(args.interval, args.once)
+            case "alerts":
+                ops.alerts(args.limit)
+            case "resubmit" | "compensate":
+                ops.move(args.order_id, args.command)
+            case "dlq" if args.dlq_command == "list":
+                ops.dlq_list(args.queue)
+            case "dlq":
+                ops.dlq_resubmit(args.queue, args.message_id)
+    except (Refused, SettingsError) as refused:
+        console.print(f"[red]ops: {refused}[/]")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
