@@ -9,26 +9,37 @@ import functools
 import json
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from activities import workflow as steps
+from adapters import telemetry_export
 from adapters.factory import build_ports
 from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from orchestrators.order_workflow import agent_event, run_workflow
 from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
+from services.telemetry import order_span
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+T = TypeVar("T")
 log = logging.getLogger("sas.app")
 
 
 @functools.cache
 def ports() -> Ports:
+    telemetry_export.configure("function-app")
     return build_ports(Settings.from_env(os.environ))
+
+
+def _activity(name: str, payload: dict[str, Any], run: Callable[[dict[str, Any], Ports], T]) -> T:
+    """Every activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
+    with order_span(f"activity.{name}", payload.get("OrderID"), payload.get("InstanceID")):
+        return run(payload, ports())
 
 
 def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
@@ -89,32 +100,32 @@ def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[
 
 @app.activity_trigger(input_name="payload")
 def read_order(payload: dict[str, Any]) -> dict[str, Any]:
-    return steps.read_order(payload, ports())
+    return _activity("read_order", payload, steps.read_order)
 
 
 @app.activity_trigger(input_name="payload")
 def begin_step(payload: dict[str, Any]) -> dict[str, Any]:
-    return steps.begin_step(payload, ports())
+    return _activity("begin_step", payload, steps.begin_step)
 
 
 @app.activity_trigger(input_name="payload")
 def send_agent_request(payload: dict[str, Any]) -> str:
-    return steps.send_agent_request(payload, ports())
+    return _activity("send_agent_request", payload, steps.send_agent_request)
 
 
 @app.activity_trigger(input_name="payload")
 def record_step(payload: dict[str, Any]) -> dict[str, Any]:
-    return steps.record_step(payload, ports())
+    return _activity("record_step", payload, steps.record_step)
 
 
 @app.activity_trigger(input_name="payload")
 def run_local_step(payload: dict[str, Any]) -> dict[str, Any]:
-    return steps.run_local_step(payload, ports())
+    return _activity("run_local_step", payload, steps.run_local_step)
 
 
 @app.activity_trigger(input_name="payload")
 def finish(payload: dict[str, Any]) -> dict[str, Any]:
-    return steps.finish(payload, ports())
+    return _activity("finish", payload, steps.finish)
 
 
 # --- Agent replies (E9) ------------------------------------------------------------------------
@@ -128,12 +139,14 @@ async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrati
     reply = intake.parse_reply(_delivery(msg, ports().settings.agent_replies_queue), ports())
     if reply is None:
         return
-    try:
-        await client.raise_event(reply.InstanceID, agent_event(reply.Step), reply.model_dump(mode="json"))
-    except Exception as error:
-        if not intake.is_late_reply_error(error):
-            raise  # abandon: the broker redelivers, up to the queue's max delivery count
-        log.info("late reply %s for %s ignored: %s", reply.RequestID, reply.InstanceID, error)
+    order_id = reply.InstanceID.rsplit("-", 1)[0]
+    with order_span("agent.reply", order_id, reply.InstanceID, step=reply.Step, outcome=reply.Outcome.value):
+        try:
+            await client.raise_event(reply.InstanceID, agent_event(reply.Step), reply.model_dump(mode="json"))
+        except Exception as error:
+            if not intake.is_late_reply_error(error):
+                raise  # abandon: the broker redelivers, up to the queue's max delivery count
+            log.info("late reply %s for %s ignored: %s", reply.RequestID, reply.InstanceID, error)
 
 
 # --- Supervisor (E13-E15) ----------------------------------------------------------------------

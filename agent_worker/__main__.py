@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+from adapters import telemetry_export
 from agent_worker.messaging import LocalAgentMessaging
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings, AgentSettingsError
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s] agent {args.name}: %(message)s")
     load_local_settings(args.app_dir.resolve())
+    telemetry_export.configure("agent")
     try:
         settings = AgentSettings.from_env(os.environ)
     except AgentSettingsError as error:

@@ -31,6 +31,7 @@ from agent_worker.remote import PermanentFailure, RemoteService, TransientFailur
 from agent_worker.settings import AgentSettings
 from devhost.servicebus import MessageLockLost, ReceivedMessage
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, InvalidMessage, parse_message
+from services import telemetry
 
 log = logging.getLogger("agent")
 
@@ -158,7 +159,16 @@ class Agent:
             return
         renewer = asyncio.create_task(self._keep_lock(message))
         try:
-            reply = await self.perform(request)
+            with telemetry.order_span(
+                "agent.request",
+                request.OrderID,
+                request.InstanceID,
+                step=request.Step,
+                delivery=message.delivery_count,
+            ) as span:
+                reply = await self.perform(request)
+                span.set_attribute("sas.outcome", reply.Outcome.value)
+                span.set_attribute("sas.attempts", reply.Attempts)
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -197,13 +207,25 @@ class Agent:
             if self.clock() >= request.CompleteBy:
                 raise DeadlineReached(f"CompleteBy {request.CompleteBy.isoformat()} has passed")
             attempts += 1
+            if attempts > 1:
+                telemetry.agent_retries.add(1, {"step": request.Step})
             try:
                 async with await self.breakers.get_breaker(endpoint.service):
                     self.stats.calls += 1
-                    return await self.remote.call(endpoint, request.IdempotencyKey, request.Payload)
+                    with telemetry.order_span(
+                        "agent.call", request.OrderID, request.InstanceID, attempt=attempts
+                    ):
+                        result = await self.remote.call(endpoint, request.IdempotencyKey, request.Payload)
+                    telemetry.agent_calls.add(1, {"step": request.Step, "outcome": "ok"})
+                    return result
             except OpenedState as opened:
                 self.stats.breaker_rejections += 1
+                telemetry.breaker_rejections.add(1, {"service": endpoint.service})
                 raise TransientFailure(f"circuit open: {opened}") from opened
+            except (TransientFailure, PermanentFailure) as failed:
+                outcome = "transient" if isinstance(failed, TransientFailure) else "permanent"
+                telemetry.agent_calls.add(1, {"step": request.Step, "outcome": outcome})
+                raise
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(request.MaxAttempts)

@@ -95,6 +95,7 @@ class Stack:
             "DEVHOST_DATA_DIR": str(workdir / "devhost"),
             "DEVHOST_SERVICEBUS_PATH": str(workdir / "servicebus.db"),
             "AGENT_REMOTE_URL": f"http://127.0.0.1:{self.simulator_port}",
+            "SAS_TELEMETRY_DIR": str(workdir / "telemetry"),
             **(settings or {}),
         }
         self.processes: dict[str, subprocess.Popen[str]] = {}

@@ -7,6 +7,7 @@ from domain.errors import NotClaimable, PreconditionFailed
 from domain.policy import SchedulerPolicy
 from domain.ports import Clock, StateStore, Stored
 from domain.states import LOCKED_STATES
+from services import telemetry
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ def claim_pending(
     never both claim one attempt; the loser just moves on.
     """
     in_flight = states.count_in_states(LOCKED_STATES)
+    telemetry.in_flight.set(in_flight)
     capacity = max(0, min(batch_size, max_in_flight - in_flight))
     if capacity == 0:
         return ClaimReport(in_flight=in_flight, capacity=0)
@@ -62,6 +64,7 @@ def claim_pending(
         try:
             claimed = transitions.claim(candidate.record, now=now, policy=policy)
             claims.append(Claim(states.replace(claimed, candidate.etag)))
+            telemetry.transitions.add(1, {"to_state": claimed.ProcessState.value})
         except (PreconditionFailed, NotClaimable):
             lost += 1
     return ClaimReport(claims=claims, lost=lost, in_flight=in_flight, capacity=capacity)

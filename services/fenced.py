@@ -7,6 +7,7 @@ from collections.abc import Callable
 from domain.errors import FencedOut, PreconditionFailed
 from domain.ports import StateStore, Stored
 from domain.record import StateRecord
+from services import telemetry
 
 log = logging.getLogger("sas.fenced")
 
@@ -32,7 +33,10 @@ def fenced_update(
             log.info("fenced out, ending quietly: %s", fenced)
             return None
         try:
-            return states.replace(updated, stored.etag).record
+            written = states.replace(updated, stored.etag).record
         except PreconditionFailed:
             continue  # another writer got there first: re-read, and the fence decides again
+        if written.ProcessState is not stored.record.ProcessState:
+            telemetry.transitions.add(1, {"to_state": written.ProcessState.value})
+        return written
     raise PreconditionFailed(f"order {order_id}: {MAX_RACES} conditional writes lost in a row")

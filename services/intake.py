@@ -11,6 +11,7 @@ from domain.messages import AgentReply, InvalidMessage, OrderStatus, OrderSubmis
 from services.context import Ports
 from services.notifications import post_status, raise_alert
 from services.submit_order import SubmitOutcome, SubmitResult, submit_order
+from services.telemetry import order_span
 
 log = logging.getLogger("sas.intake")
 
@@ -52,8 +53,16 @@ def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
     try:
         submission = parse_message(OrderSubmission, delivery.body)
     except InvalidMessage as invalid:
-        _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
+        with order_span("submission.rejected", None, reason=invalid.reason, message_id=delivery.message_id):
+            _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
         return None
+    with order_span("submission", submission.OrderID, message_id=delivery.message_id) as span:
+        result = _submit(submission, delivery, ports)
+        span.set_attribute("sas.outcome", result.outcome.value)
+        return result
+
+
+def _submit(submission: OrderSubmission, delivery: Delivery, ports: Ports) -> SubmitResult:
     settings = ports.settings
     result = submit_order(
         submission,

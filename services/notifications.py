@@ -12,6 +12,7 @@ from domain.messages import OperatorAlert, OrderStatus, StatusMessage
 from domain.ports import MessageSender
 from domain.record import StateRecord
 from domain.states import ProcessState
+from services import telemetry
 
 if TYPE_CHECKING:
     from services.context import Ports
@@ -56,6 +57,7 @@ def raise_alert(
         {"Event": event, "OrderID": order_id, "Reason": reason[:2000], "At": now}
     )
     log.error("OPERATOR ALERT %s order=%s: %s", event, order_id, reason)
+    telemetry.alerts.add(1, {"event": event})
     sender.send(
         queue,
         alert.model_dump_json(),

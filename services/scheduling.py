@@ -5,6 +5,7 @@ import logging
 from typing import Any, Protocol
 
 from domain.workflow import orchestrator_name
+from services import telemetry
 from services.claim_pending import ClaimReport, claim_pending
 from services.context import Ports
 from services.notifications import notify_gave_up
@@ -30,13 +31,17 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
         max_in_flight=settings.max_in_flight,
         batch_size=settings.claim_batch_size,
     )
+    telemetry.in_flight.set(report.in_flight)
     for claim in report.claims:
-        try:
-            await client.start_new(
-                orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
-            )
-        except Exception:  # the Supervisor recovers the claim when its grace expires
-            log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
+        with telemetry.order_span(
+            "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
+        ):
+            try:
+                await client.start_new(
+                    orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
+                )
+            except Exception:  # the Supervisor recovers the claim when its grace expires
+                log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
     if report.claims or report.lost:
         log.info(
             "starter: claimed %d (lost %d races), %d in flight before, capacity %d",
@@ -54,6 +59,16 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     report = supervise(
         ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
     )
+    telemetry.supervisor_pages.add(report.pages)
+    telemetry.supervisor_items.add(report.scanned)
+    telemetry.supervisor_cost.add(report.cost)
+    for recovery in report.recovered + report.gave_up:
+        record = recovery.record
+        telemetry.recoveries.add(1, {"outcome": recovery.outcome.value})
+        telemetry.transitions.add(1, {"to_state": record.ProcessState.value})
+        # A marker in the order's trace: the write itself happened in supervise().
+        with telemetry.order_span("supervisor.recover", record.OrderID, outcome=recovery.outcome.value):
+            pass
     for recovery in report.gave_up:
         try:
             notify_gave_up(ports, recovery.record)

@@ -1,6 +1,7 @@
 """The whole embedded stack as real processes: devhost with function_app.py, two agent worker
 processes and the flaky simulator. The simulator's ledger is the judge."""
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -54,6 +55,14 @@ def test_200_orders_through_real_agents_and_a_flaky_service(tmp_path: Path) -> N
                 assert effects(ledger, order_id, step) == effects(ledger, order_id, UNDO[step]), order_id
     assert all(entry["calls"] <= budget for entry in ledger.values())
     assert codes == {"simulator": 0, "devhost": 0, "agent-0": 0, "agent-1": 0}  # clean SIGTERM stops
+    # Telemetry (C11): one order's spans from the Function App and from the agents share a trace.
+    traces = {}
+    for service in ("function-app", "agent"):
+        spans = [json.loads(line) for line in (tmp_path / "telemetry" / f"{service}.spans.jsonl").open()]
+        traces[service] = {
+            s["context"]["trace_id"] for s in spans if s["attributes"].get("sas.order_id") == "e-000"
+        }
+    assert len(traces["function-app"]) == 1 and traces["function-app"] == traces["agent"]
 
 
 @pytest.mark.slow
