@@ -4,6 +4,7 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from domain.states import ProcessState
 from domain.workflow import orchestrator_name
 from services import telemetry
 from services.claim_pending import ClaimReport, claim_pending
@@ -32,6 +33,9 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
         batch_size=settings.claim_batch_size,
     )
     telemetry.in_flight.set(report.in_flight)
+    telemetry.backlog.set(
+        await asyncio.to_thread(ports.states.count_in_states, frozenset({ProcessState.PENDING}))
+    )
     for claim in report.claims:
         with telemetry.order_span(
             "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
