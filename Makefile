@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit venv clean run demo
+.PHONY: test lint typecheck unit venv clean run demo emulators
 
 venv: $(STAMP)
 
@@ -21,13 +21,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+EMULATORS := emulators/node_modules/.installed
+
+emulators: $(EMULATORS)
+
+$(EMULATORS): emulators/package.json
+	cd emulators && npm install --no-audit --no-fund --loglevel=error
+	touch $(EMULATORS)
+
+unit: $(STAMP) $(EMULATORS)
 	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 local.settings.json:
 	cp local.settings.sample.json local.settings.json

@@ -4,20 +4,74 @@ Adding a backend (Cosmos, pyodbc, Table Storage) means adding one factory to the
 assertions stay the same.
 """
 
+import socket
+import subprocess
+import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
+from azure.cosmos import CosmosClient, PartitionKey
 
 from adapters.sql_orders import SqlOrdersRepository, sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
+from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sqlite_state_store import SqliteStateStore
 from domain.ports import CompensationLog, OrdersRepository, StateStore
 
-StateStoreFactory = Callable[[Path], StateStore]
+ROOT = Path(__file__).resolve().parents[2]
+COSMOS_CLI = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
+# The emulator's well-known key: it guards nothing (loopback, test data only).
+EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def cosmos_client() -> Iterator[CosmosClient]:
+    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
+    if not COSMOS_CLI.exists():
+        pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
+    port = _free_port()
+    server = subprocess.Popen(
+        ["node", str(COSMOS_CLI), "-p", str(port), "--host", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert server.stdout is not None
+    ready = server.stdout.readline()  # "Ready to accept HTTPS connections at ..."
+    if "Ready" not in ready:
+        server.kill()
+        pytest.fail(f"the Cosmos emulator did not start: {ready}")
+    threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its pipe drained
+    urllib3.disable_warnings()  # its certificate is self-signed, on loopback
+    client = CosmosClient(f"https://127.0.0.1:{port}", credential=EMULATOR_KEY, connection_verify=False)
+    yield client
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def _cosmos_store(client: CosmosClient) -> StateStore:
+    database = client.create_database_if_not_exists("sas")
+    # A container per test: the contract tests assume an empty store.
+    container = database.create_container(
+        f"{CONTAINER}-{uuid.uuid4().hex[:12]}", PartitionKey(PARTITION_KEY_PATH)
+    )
+    return CosmosStateStore(container, emulator=True)
+
+
+StateStoreFactory = Callable[[Path, pytest.FixtureRequest], StateStore]
 
 STATE_STORES: dict[str, StateStoreFactory] = {
-    "sqlite": lambda tmp: SqliteStateStore(tmp / "state.db"),
+    "sqlite": lambda tmp, request: SqliteStateStore(tmp / "state.db"),
+    "cosmos": lambda tmp, request: _cosmos_store(request.getfixturevalue("cosmos_client")),
 }
 ORDERS_REPOSITORIES: dict[str, Callable[[Path], SqlOrdersRepository]] = {
     "sqlite3": lambda tmp: sqlite_orders_repository(tmp / "orders.db"),
@@ -35,7 +89,7 @@ def _close(adapter: object) -> None:
 
 @pytest.fixture(params=sorted(STATE_STORES))
 def state_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    store = STATE_STORES[request.param](tmp_path)
+    store = STATE_STORES[request.param](tmp_path, request)
     yield store
     _close(store)
 

@@ -1,6 +1,7 @@
 """The StateStore contract: every adapter passes the same assertions."""
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 
@@ -168,10 +169,11 @@ def test_count_in_states(state_store: StateStore) -> None:
 
 def test_two_supervisors_recover_each_of_1000_expired_records_exactly_once(state_store: StateStore) -> None:
     now = T0 + timedelta(days=1)
-    for n in range(1000):
-        state_store.create_if_absent(expired(f"x-{n:04d}", now, ago=timedelta(seconds=1 + n % 50)))
+    records = [expired(f"x-{n:04d}", now, ago=timedelta(seconds=1 + n % 50)) for n in range(1000)]
+    with ThreadPoolExecutor(16) as pool:  # setup only: a networked store is slow one at a time
+        list(pool.map(state_store.create_if_absent, records))
     clock = ManualClock(now)
-    scan = SupervisorScan(page_size=50, max_per_run=2000)
+    scan = SupervisorScan(page_size=200, max_per_run=2000)
     reports = []
     barrier = threading.Barrier(2)
 
