@@ -115,7 +115,8 @@ class CosmosStateStore:
             items = list(next(pages))
         except StopIteration:
             items = []
-        token = pages.continuation_token
+        # by_page() returns an ItemPaged page iterator, which has the token; its type says Iterator.
+        token: str | None = getattr(pages, "continuation_token", None)
         return Page(items=[_stored(i) for i in items], continuation=token or None, cost=sum(charges))
 
     def count_in_states(self, states: frozenset[ProcessState]) -> int:

@@ -15,9 +15,9 @@ import pytest
 import urllib3
 from azure.cosmos import CosmosClient, PartitionKey
 
+from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sql_orders import SqlOrdersRepository, sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
-from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sqlite_state_store import SqliteStateStore
 from domain.ports import CompensationLog, OrdersRepository, StateStore
 
