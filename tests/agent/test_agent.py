@@ -128,7 +128,7 @@ def test_no_call_starts_after_complete_by(rig: Rig) -> None:
     [reply] = rig.replies()
     calls = rig.ledger("o-1:ReserveInventory")["calls"]
     assert reply["Outcome"] == "transient-exhausted"
-    assert len(calls) >= 2
+    assert 1 <= len(calls) == reply["Attempts"] < request.MaxAttempts  # the deadline stopped it
     assert all(datetime.fromisoformat(c["at"].replace("Z", "+00:00")) < request.CompleteBy for c in calls)
 
 
@@ -173,7 +173,7 @@ def test_the_breaker_opens_under_an_outage_fails_fast_and_closes_after_recovery(
     rig = Rig(loop, tmp_path, AGENT_BREAKER_FAILURES=3, AGENT_BREAKER_RECOVERY_SECONDS=0.3)
     try:
         rig.profile(outage=True)
-        rig.request("o-1:ReserveInventory", attempts=8, seconds=1.0)
+        rig.request("o-1:ReserveInventory", attempts=50, seconds=3.0)
         rig.process()
         calls = rig.ledger("o-1:ReserveInventory")["calls"]
         [reply] = rig.replies()
@@ -203,6 +203,8 @@ def test_the_lock_is_renewed_while_a_slow_call_runs(loop: asyncio.AbstractEventL
 
         async def both() -> tuple[int, int]:
             first = asyncio.create_task(rig.agent.poll_once(1))
+            while rig.bus.counts(REQUESTS)["locked"] == 0:  # the first agent holds it now
+                await asyncio.sleep(POLL)
             # Let twice the lock duration pass, mid-call; then a competing receiver tries.
             expired = datetime.now(UTC) + timedelta(seconds=0.6)
             while datetime.now(UTC) < expired:
