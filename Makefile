@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit venv clean run demo emulators
+.PHONY: test lint typecheck unit venv clean run demo emulators system-deps
 
 venv: $(STAMP)
 
@@ -21,15 +21,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+system-deps:
+	bash scripts/system-deps.sh
+
 EMULATORS := emulators/node_modules/.installed
 
 emulators: $(EMULATORS)
 
-$(EMULATORS): emulators/package.json
+$(EMULATORS): emulators/package.json | system-deps
 	cd emulators && npm install --no-audit --no-fund --loglevel=error
 	touch $(EMULATORS)
 
-unit: $(STAMP) $(EMULATORS)
+unit: system-deps $(STAMP) $(EMULATORS)
 	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck unit

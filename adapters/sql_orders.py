@@ -50,6 +50,8 @@ class SqlDialect:
 
 
 SQLITE = SqlDialect("sqlite", datetimes_as_text=True)
+# SQLite-ODBC truncates datetime parameters to milliseconds (design.md §6): send text instead.
+SQLITE_ODBC = SqlDialect("sqlite-odbc", datetimes_as_text=True)
 
 # DDL is the one part that differs by engine; the other engines' scripts come with their adapters.
 SQLITE_SCHEMA = """
@@ -92,7 +94,9 @@ _DUPLICATE_MARKERS = ("2627", "2601", "23505", "UNIQUE constraint failed", "PRIM
 
 
 def is_duplicate_key(error: BaseException) -> bool:
-    return type(error).__name__ == "IntegrityError" and any(
+    """Each driver says it differently: sqlite3 and most ODBC drivers raise IntegrityError, the
+    SQLite-ODBC driver a plain pyodbc.Error with SQLSTATE HY000; the message tells them apart."""
+    return type(error).__name__ in ("IntegrityError", "Error") and any(
         marker in str(error) for marker in _DUPLICATE_MARKERS
     )
 
@@ -225,3 +229,29 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
     finally:
         setup.close()
     return SqlOrdersRepository(connect, SQLITE)
+
+
+def pyodbc_orders_repository(
+    connection_string: str, dialect: SqlDialect, schema: str | None = None
+) -> SqlOrdersRepository:
+    """The same repository through pyodbc (Azure SQL with ODBC Driver 18, PostgreSQL, SQLite-ODBC).
+
+    ``schema``: DDL to run first (tests and local set-up); in Azure the post-provision script owns it.
+    """
+    import pyodbc  # noqa: PLC0415 - only the profiles that use ODBC need the driver manager
+
+    def connect() -> Connection:
+        connection: Connection = pyodbc.connect(connection_string, autocommit=False)
+        return connection
+
+    if schema:
+        setup = connect()
+        try:
+            cursor = setup.cursor()
+            for statement in (s.strip() for s in schema.split(";")):
+                if statement:
+                    cursor.execute(statement)
+            setup.commit()
+        finally:
+            setup.close()
+    return SqlOrdersRepository(connect, dialect)

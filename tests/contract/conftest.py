@@ -16,7 +16,13 @@ import urllib3
 from azure.cosmos import CosmosClient, PartitionKey
 
 from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
-from adapters.sql_orders import SqlOrdersRepository, sqlite_orders_repository
+from adapters.sql_orders import (
+    SQLITE_ODBC,
+    SQLITE_SCHEMA,
+    SqlOrdersRepository,
+    pyodbc_orders_repository,
+    sqlite_orders_repository,
+)
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_state_store import SqliteStateStore
 from domain.ports import CompensationLog, OrdersRepository, StateStore
@@ -73,8 +79,21 @@ STATE_STORES: dict[str, StateStoreFactory] = {
     "sqlite": lambda tmp, request: SqliteStateStore(tmp / "state.db"),
     "cosmos": lambda tmp, request: _cosmos_store(request.getfixturevalue("cosmos_client")),
 }
+
+
+def _sqlite_odbc(tmp: Path) -> SqlOrdersRepository:
+    import pyodbc  # noqa: PLC0415
+
+    if "SQLite3" not in pyodbc.drivers():
+        pytest.fail("the SQLite ODBC driver is not installed: run `make system-deps` (make test does)")
+    return pyodbc_orders_repository(
+        f"Driver={{SQLite3}};Database={tmp / 'orders-odbc.db'}", SQLITE_ODBC, SQLITE_SCHEMA
+    )
+
+
 ORDERS_REPOSITORIES: dict[str, Callable[[Path], SqlOrdersRepository]] = {
     "sqlite3": lambda tmp: sqlite_orders_repository(tmp / "orders.db"),
+    "pyodbc-sqlite": _sqlite_odbc,
 }
 COMPENSATION_LOGS: dict[str, Callable[[Path], CompensationLog]] = {
     "sqlite": lambda tmp: SqliteCompensationLog(tmp / "compensation.db"),

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System packages the tests need beyond Python: the ODBC driver manager and the SQLite ODBC
+# driver (the orders repository's pyodbc path), and Node.js for the emulators. Installs what is
+# missing when run as root (CI, this project's machines); otherwise says what to install.
+set -euo pipefail
+
+missing=()
+odbcinst -q -d 2>/dev/null | grep -q '^\[SQLite3\]$' || missing+=(unixodbc libsqliteodbc)
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing system packages: ${missing[*]}" >&2
+  echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "${missing[@]}" >/dev/null; }
+echo "installed: ${missing[*]}"
