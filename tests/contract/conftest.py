@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import urllib3
 from azure.cosmos import CosmosClient, PartitionKey
+from azure.data.tables import TableServiceClient
 
 from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sql_orders import (
@@ -25,6 +26,7 @@ from adapters.sql_orders import (
 )
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_state_store import SqliteStateStore
+from adapters.table_compensation_log import TABLE, TableCompensationLog
 from domain.ports import CompensationLog, OrdersRepository, StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +75,68 @@ def _cosmos_store(client: CosmosClient) -> StateStore:
     return CosmosStateStore(container, emulator=True)
 
 
+AZURITE = ROOT / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
+# Azurite's well-known development account: loopback, test data only.
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@pytest.fixture(scope="session")
+def azurite_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Azurite (Blobs, Queues, Tables) on loopback; yields a Tables connection string."""
+    if not AZURITE.exists():
+        pytest.fail("Azurite is not installed: run `make emulators` (make test does)")
+    ports = [_free_port() for _ in range(3)]
+    workdir = tmp_path_factory.mktemp("azurite")
+    server = subprocess.Popen(
+        [
+            "node",
+            str(AZURITE),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(ports[0]),
+            "--queueHost",
+            "127.0.0.1",
+            "--queuePort",
+            str(ports[1]),
+            "--tableHost",
+            "127.0.0.1",
+            "--tablePort",
+            str(ports[2]),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=workdir,  # anything it writes stays out of the repo
+    )
+    assert server.stdout is not None
+    lines = []
+    while not any("Table service is successfully listening" in line for line in lines):
+        line = server.stdout.readline()
+        if not line:
+            server.kill()
+            pytest.fail(f"Azurite did not start: {''.join(lines)}")
+        lines.append(line)
+    threading.Thread(target=server.stdout.read, daemon=True).start()
+    yield (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{ports[2]}/devstoreaccount1;"
+    )
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def _table_log(connection_string: str) -> CompensationLog:
+    # A table per test: the contract tests assume an empty log.
+    table = TableServiceClient.from_connection_string(connection_string).create_table(
+        f"{TABLE}{uuid.uuid4().hex[:10]}"
+    )
+    return TableCompensationLog(table)
+
+
 StateStoreFactory = Callable[[Path, pytest.FixtureRequest], StateStore]
 
 STATE_STORES: dict[str, StateStoreFactory] = {
@@ -95,8 +159,9 @@ ORDERS_REPOSITORIES: dict[str, Callable[[Path], SqlOrdersRepository]] = {
     "sqlite3": lambda tmp: sqlite_orders_repository(tmp / "orders.db"),
     "pyodbc-sqlite": _sqlite_odbc,
 }
-COMPENSATION_LOGS: dict[str, Callable[[Path], CompensationLog]] = {
-    "sqlite": lambda tmp: SqliteCompensationLog(tmp / "compensation.db"),
+COMPENSATION_LOGS: dict[str, Callable[[Path, pytest.FixtureRequest], CompensationLog]] = {
+    "sqlite": lambda tmp, request: SqliteCompensationLog(tmp / "compensation.db"),
+    "tables": lambda tmp, request: _table_log(request.getfixturevalue("azurite_tables")),
 }
 
 
@@ -122,6 +187,6 @@ def orders_repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
 
 @pytest.fixture(params=sorted(COMPENSATION_LOGS))
 def compensation_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CompensationLog]:
-    log = COMPENSATION_LOGS[request.param](tmp_path)
+    log = COMPENSATION_LOGS[request.param](tmp_path, request)
     yield log
     _close(log)
