@@ -25,6 +25,27 @@ class DevhostClock:
 
 
 def build_ports(settings: Settings) -> Ports:
+    if settings.profile == "emulators":
+        from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
+        from adapters.local_messaging import LocalMessaging  # noqa: PLC0415
+
+        # Messaging stays on devhost's local Service Bus until the Service Bus adapter lands.
+        clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
+        messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
+        return Ports(
+            settings=settings,
+            states=azure_stores.cosmos_state_store(settings),
+            orders=azure_stores.sql_orders_repository(settings),
+            compensation_log=azure_stores.table_compensation_log(settings),
+            clock=clock,
+            sender=messaging,
+            settlement=messaging,
+        )
+    if settings.profile == "azure":
+        raise ValueError(
+            "the azure profile needs the Service Bus messaging adapter, which is not built yet; "
+            "the emulators profile runs the Azure store adapters with local messaging"
+        )
     if settings.profile == "embedded":
         from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
 

@@ -24,7 +24,20 @@ class SettingsError(ValueError):
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    profile: Literal["embedded"] = Field("embedded", alias="SAS_PROFILE")
+    profile: Literal["embedded", "emulators", "azure"] = Field("embedded", alias="SAS_PROFILE")
+    # emulators and azure profiles: where the stores are (README "Profiles"). Identity-based in
+    # Azure (an endpoint plus a managed identity's client ID); keys only for local emulators.
+    cosmos_connection: str | None = Field(None, alias="CosmosDBConnection")
+    cosmos_endpoint: str | None = Field(None, alias="CosmosDBConnection__accountEndpoint")
+    cosmos_database: str = Field("sas", alias="SAS_COSMOS_DATABASE")
+    cosmos_container: str = Field("orderState", alias="SAS_COSMOS_CONTAINER")
+    sql_connection: str | None = Field(None, alias="SqlConnection")
+    sql_dialect: Literal["sqlite-odbc", "sqlserver", "postgresql"] = Field(
+        "sqlserver", alias="SAS_SQL_DIALECT"
+    )
+    tables_connection: str | None = Field(None, alias="CompensationLogConnection")
+    tables_endpoint: str | None = Field(None, alias="CompensationLogConnection__tableServiceUri")
+    managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
     # "devhost": share devhost's clock, so a virtual clock in tests drives CompleteBy too.
     clock: Literal["system", "devhost"] = Field("system", alias="SAS_CLOCK")

@@ -7,6 +7,8 @@ from adapters.clock import ManualClock
 from domain.messages import OrderLine, OrderSubmission
 from domain.policy import SchedulerPolicy
 
+pytest_plugins = ["tests.emulators"]
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 

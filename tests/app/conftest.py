@@ -20,8 +20,6 @@ import aiohttp
 import pytest
 
 from adapters.factory import build_ports
-from adapters.sqlite_compensation_log import SqliteCompensationLog
-from adapters.sqlite_state_store import SqliteStateStore
 from devhost.clock import VirtualClock
 from devhost.host import Host
 from devhost.servicebus import LocalServiceBus, ReceivedMessage
@@ -153,8 +151,10 @@ class App:
         self.loop = loop
         self.agent = agent
         self.bus = host.servicebus
-        self.states = SqliteStateStore(data / "state.db")
-        self.compensation_log = SqliteCompensationLog(data / "compensation.db")
+        # The same adapters the app uses, for whichever profile the settings select.
+        ports = self.ports()
+        self.states = ports.states
+        self.compensation_log = ports.compensation_log
 
     def ports(self) -> Ports:
         """The same adapters the function app uses, built from the same settings."""

@@ -4,15 +4,11 @@ Adding a backend (Cosmos, pyodbc, Table Storage) means adding one factory to the
 assertions stay the same.
 """
 
-import socket
-import subprocess
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import urllib3
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
@@ -29,42 +25,6 @@ from adapters.sqlite_state_store import SqliteStateStore
 from adapters.table_compensation_log import TABLE, TableCompensationLog
 from domain.ports import CompensationLog, OrdersRepository, StateStore
 
-ROOT = Path(__file__).resolve().parents[2]
-COSMOS_CLI = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
-# The emulator's well-known key: it guards nothing (loopback, test data only).
-EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def cosmos_client() -> Iterator[CosmosClient]:
-    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
-    if not COSMOS_CLI.exists():
-        pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
-    port = _free_port()
-    server = subprocess.Popen(
-        ["node", str(COSMOS_CLI), "-p", str(port), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert server.stdout is not None
-    ready = server.stdout.readline()  # "Ready to accept HTTPS connections at ..."
-    if "Ready" not in ready:
-        server.kill()
-        pytest.fail(f"the Cosmos emulator did not start: {ready}")
-    threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its pipe drained
-    urllib3.disable_warnings()  # its certificate is self-signed, on loopback
-    client = CosmosClient(f"https://127.0.0.1:{port}", credential=EMULATOR_KEY, connection_verify=False)
-    yield client
-    server.terminate()
-    server.wait(timeout=10)
-
 
 def _cosmos_store(client: CosmosClient) -> StateStore:
     database = client.create_database_if_not_exists("sas")
@@ -73,60 +33,6 @@ def _cosmos_store(client: CosmosClient) -> StateStore:
         f"{CONTAINER}-{uuid.uuid4().hex[:12]}", PartitionKey(PARTITION_KEY_PATH)
     )
     return CosmosStateStore(container, emulator=True)
-
-
-AZURITE = ROOT / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
-# Azurite's well-known development account: loopback, test data only.
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-@pytest.fixture(scope="session")
-def azurite_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Azurite (Blobs, Queues, Tables) on loopback; yields a Tables connection string."""
-    if not AZURITE.exists():
-        pytest.fail("Azurite is not installed: run `make emulators` (make test does)")
-    ports = [_free_port() for _ in range(3)]
-    workdir = tmp_path_factory.mktemp("azurite")
-    server = subprocess.Popen(
-        [
-            "node",
-            str(AZURITE),
-            "--inMemoryPersistence",
-            "--skipApiVersionCheck",
-            "--loose",
-            "--blobHost",
-            "127.0.0.1",
-            "--blobPort",
-            str(ports[0]),
-            "--queueHost",
-            "127.0.0.1",
-            "--queuePort",
-            str(ports[1]),
-            "--tableHost",
-            "127.0.0.1",
-            "--tablePort",
-            str(ports[2]),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=workdir,  # anything it writes stays out of the repo
-    )
-    assert server.stdout is not None
-    lines = []
-    while not any("Table service is successfully listening" in line for line in lines):
-        line = server.stdout.readline()
-        if not line:
-            server.kill()
-            pytest.fail(f"Azurite did not start: {''.join(lines)}")
-        lines.append(line)
-    threading.Thread(target=server.stdout.read, daemon=True).start()
-    yield (
-        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{ports[2]}/devstoreaccount1;"
-    )
-    server.terminate()
-    server.wait(timeout=10)
 
 
 def _table_log(connection_string: str) -> CompensationLog:

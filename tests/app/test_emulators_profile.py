@@ -1,0 +1,66 @@
+"""The app on the emulators profile: state in the Cosmos DB API server, orders in SQL through
+pyodbc (the SQLite ODBC driver), the compensation log in Azurite's Table Storage — the Azure
+adapters inside the real workflow, on devhost. Messaging is still devhost's local Service Bus."""
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from azure.cosmos import CosmosClient, PartitionKey
+from azure.data.tables import TableServiceClient
+
+from adapters.sql_orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
+from adapters.table_compensation_log import TABLE
+from domain.states import ProcessState
+from tests.app.conftest import Answer, App, start_app, submission
+
+
+@pytest.fixture
+def emulated(
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cosmos_client: CosmosClient,
+    cosmos_connection: str,
+    azurite_tables: str,
+) -> Iterator[App]:
+    # What Bicep and the post-provision script create in Azure: the container, schema and table.
+    database = f"sas{uuid.uuid4().hex[:8]}"
+    cosmos_client.create_database(database).create_container("orderState", PartitionKey("/OrderID"))
+    orders = f"Driver={{SQLite3}};Database={tmp_path / 'orders-odbc.db'}"
+    pyodbc_orders_repository(orders, SQLITE_ODBC, SQLITE_SCHEMA)
+    TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
+    app = start_app(
+        loop,
+        tmp_path,
+        monkeypatch,
+        settings={
+            "SAS_PROFILE": "emulators",
+            "CosmosDBConnection": cosmos_connection,
+            "SAS_COSMOS_DATABASE": database,
+            "SqlConnection": orders,
+            "SAS_SQL_DIALECT": "sqlite-odbc",
+            "CompensationLogConnection": azurite_tables,
+        },
+    )
+    yield app
+    loop.run_until_complete(app.host.stop())
+
+
+def test_orders_are_processed_and_compensated_on_the_azure_adapters(emulated: App) -> None:
+    emulated.agent.script = lambda r, n: (
+        Answer("permanent") if r.OrderID == "o-2" and r.Step == "ChargePayment" else Answer("ok")
+    )
+    emulated.submit(submission("o-1"))
+    emulated.submit(submission("o-2"))
+    emulated.run_until_terminal("o-1", "o-2")
+    assert emulated.record("o-1").ProcessState is ProcessState.PROCESSED
+    assert emulated.record("o-2").ProcessState is ProcessState.COMPENSATED
+    [entry] = emulated.compensation_log.entries("o-2")
+    assert (entry.Step, entry.Outcome) == ("ReserveInventory", "Compensated")
+    assert emulated.ports().orders.get("o-1").Status == "Confirmed"  # type: ignore[union-attr]
+    statuses = emulated.statuses("status-app-a")
+    assert [s["Status"] for s in statuses if s["OrderID"] == "o-1"] == ["received", "completed"]
+    assert [s["Status"] for s in statuses if s["OrderID"] == "o-2"] == ["received", "compensated"]
