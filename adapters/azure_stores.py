@@ -4,8 +4,10 @@ Azure: identity-based — an endpoint and the Function App's user-assigned manag
 (``AZURE_CLIENT_ID``), no keys. Emulators: the connection strings the local servers publish.
 """
 
+from datetime import timedelta
 from typing import Any
 
+from adapters.blob_lease import BlobLeaderLease
 from adapters.cosmos_state_store import CosmosStateStore
 from adapters.sql_orders import SQLITE_ODBC, SqlDialect, SqlOrdersRepository, pyodbc_orders_repository
 from adapters.table_compensation_log import TABLE, TableCompensationLog
@@ -64,3 +66,21 @@ def table_compensation_log(settings: Settings) -> TableCompensationLog:
             "set CompensationLogConnection__tableServiceUri (azure) or CompensationLogConnection (emulator)"
         )
     return TableCompensationLog(table)
+
+
+LEASE_CONTAINER = "leases"
+
+
+def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
+    from azure.storage.blob import BlobServiceClient  # noqa: PLC0415
+
+    if settings.lease_storage_connection:
+        service = BlobServiceClient.from_connection_string(settings.lease_storage_connection)
+    elif settings.lease_storage_endpoint:
+        service = BlobServiceClient(settings.lease_storage_endpoint, credential=_credential(settings))
+    else:
+        raise MissingSetting("set LeaseStorageConnection__blobServiceUri (azure) or LeaseStorageConnection")
+    container = service.get_container_client(LEASE_CONTAINER)
+    if not container.exists():
+        container.create_container()
+    return BlobLeaderLease(container.get_blob_client("supervisor"), ttl)

@@ -4,15 +4,22 @@ Function bodies, the agent and the operator tools all get their ports here, so s
 profile is a settings change and nothing else.
 """
 
-from datetime import datetime
+import os
+import socket
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from adapters.clock import SystemClock
 from adapters.sql_orders import sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
+from adapters.sqlite_lease import SqliteLeaderLease
 from adapters.sqlite_state_store import SqliteStateStore
+from domain.ports import Clock, CompensationLog, LeaderLease, OrdersRepository, StateStore
 from services.context import Ports
 from services.settings import Settings
+
+# Who holds the Supervisor's lease: unique per process, readable in logs.
+INSTANCE_NAME = f"{socket.gethostname()}:{os.getpid()}"
 
 
 class DevhostClock:
@@ -24,41 +31,49 @@ class DevhostClock:
         return current_clock().now()
 
 
-def build_ports(settings: Settings) -> Ports:
-    if settings.profile == "emulators":
-        from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
-        from adapters.local_messaging import LocalMessaging  # noqa: PLC0415
+def _leader(settings: Settings, clock: Clock) -> LeaderLease:
+    ttl = timedelta(seconds=settings.leader_lease_seconds)
+    if settings.lease_storage_connection or settings.lease_storage_endpoint:
+        from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs
 
-        # Messaging stays on devhost's local Service Bus until the Service Bus adapter lands.
-        clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
-        messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
-        return Ports(
-            settings=settings,
-            states=azure_stores.cosmos_state_store(settings),
-            orders=azure_stores.sql_orders_repository(settings),
-            compensation_log=azure_stores.table_compensation_log(settings),
-            clock=clock,
-            sender=messaging,
-            settlement=messaging,
-        )
+        return azure_stores.blob_leader_lease(settings, ttl)
+    return SqliteLeaderLease(Path(settings.data_dir) / "leases.db", "supervisor", ttl, clock)
+
+
+def build_ports(settings: Settings) -> Ports:
     if settings.profile == "azure":
         raise ValueError(
             "the azure profile needs the Service Bus messaging adapter, which is not built yet; "
             "the emulators profile runs the Azure store adapters with local messaging"
         )
-    if settings.profile == "embedded":
-        from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
+    from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
 
+    clock: Clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
+    # Both local profiles use devhost's local Service Bus (the emulators profile until the
+    # Service Bus adapter lands).
+    messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
+    states: StateStore
+    orders: OrdersRepository
+    compensation_log: CompensationLog
+    if settings.profile == "emulators":
+        from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
+
+        states = azure_stores.cosmos_state_store(settings)
+        orders = azure_stores.sql_orders_repository(settings)
+        compensation_log = azure_stores.table_compensation_log(settings)
+    else:
         data = Path(settings.data_dir)
-        clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
-        messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
-        return Ports(
-            settings=settings,
-            states=SqliteStateStore(data / "state.db"),
-            orders=sqlite_orders_repository(data / "orders.db"),
-            compensation_log=SqliteCompensationLog(data / "compensation.db"),
-            clock=clock,
-            sender=messaging,
-            settlement=messaging,
-        )
-    raise ValueError(f"unsupported profile {settings.profile!r}")  # pragma: no cover - Literal guards it
+        states = SqliteStateStore(data / "state.db")
+        orders = sqlite_orders_repository(data / "orders.db")
+        compensation_log = SqliteCompensationLog(data / "compensation.db")
+    return Ports(
+        settings=settings,
+        states=states,
+        orders=orders,
+        compensation_log=compensation_log,
+        clock=clock,
+        sender=messaging,
+        settlement=messaging,
+        leader=_leader(settings, clock),
+        instance_name=INSTANCE_NAME,
+    )

@@ -174,3 +174,15 @@ class MessageSettlement(Protocol):
     def dead_letter(self, queue: str, lock_token: str, reason: str, description: str) -> None:
         """Dead-letter the message a trigger is processing, identified by its lock token."""
         ...
+
+
+class LeaderLease(Protocol):
+    """Leader election for singletons such as the Supervisor (R10): one holder at a time."""
+
+    def acquire(self, holder: str) -> bool:
+        """Take or renew the lease for ``holder``; False while someone else holds it."""
+        ...
+
+    def release(self, holder: str) -> None:
+        """Give the lease up early (a clean shutdown), if ``holder`` has it."""
+        ...

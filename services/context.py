@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from domain.ports import (
     Clock,
     CompensationLog,
+    LeaderLease,
     MessageSender,
     MessageSettlement,
     OrdersRepository,
@@ -22,3 +23,6 @@ class Ports:
     clock: Clock
     sender: MessageSender
     settlement: MessageSettlement
+    # Only the holder of this lease runs the Supervisor (R10); ``instance_name`` names this process.
+    leader: LeaderLease
+    instance_name: str

@@ -60,6 +60,9 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
 def supervise_and_notify(ports: Ports) -> SupervisionReport:
     """One Supervisor run: recover what expired, and tell submitters and operators what it gave up."""
     settings = ports.settings
+    if not ports.leader.acquire(ports.instance_name):
+        log.debug("supervisor: another instance holds the lease; not scanning")
+        return SupervisionReport()
     report = supervise(
         ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
     )

@@ -69,6 +69,10 @@ class Settings(BaseModel):
     supervisor_lookback_hours: float = Field(168, alias="SAS_SUPERVISOR_LOOKBACK_HOURS", gt=0)
     supervisor_page_size: int = Field(100, alias="SAS_SUPERVISOR_PAGE_SIZE", ge=1, le=1000)
     supervisor_max_per_run: int = Field(500, alias="SAS_SUPERVISOR_MAX_PER_RUN", ge=1)
+    # Longer than the Supervisor's cadence, so the leader renews it on every run (R10, R11).
+    leader_lease_seconds: int = Field(30, alias="SAS_LEADER_LEASE_SECONDS", ge=15, le=60)
+    lease_storage_connection: str | None = Field(None, alias="LeaseStorageConnection")
+    lease_storage_endpoint: str | None = Field(None, alias="LeaseStorageConnection__blobServiceUri")
 
     @model_validator(mode="after")
     def _budget_covers_every_layer(self) -> "Settings":

@@ -53,8 +53,8 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 
 
 @pytest.fixture(scope="session")
-def azurite_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Azurite (Blobs, Queues, Tables) on loopback; yields a Tables connection string."""
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """Azurite (Blobs, Queues, Tables) on loopback; yields its blob, queue and table ports."""
     if not AZURITE.exists():
         pytest.fail("Azurite is not installed: run `make emulators` (make test does)")
     ports = [_free_port() for _ in range(3)]
@@ -93,10 +93,7 @@ def azurite_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"Azurite did not start: {''.join(lines)}")
         lines.append(line)
     threading.Thread(target=server.stdout.read, daemon=True).start()
-    yield (
-        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{ports[2]}/devstoreaccount1;"
-    )
+    yield ports
     server.terminate()
     server.wait(timeout=10)
 
@@ -110,3 +107,17 @@ def cosmos_client(cosmos_endpoint: str) -> CosmosClient:
 def cosmos_connection(cosmos_endpoint: str) -> str:
     """The emulator's connection string, as the app's CosmosDBConnection setting takes it."""
     return f"AccountEndpoint={cosmos_endpoint}/;AccountKey={EMULATOR_KEY};"
+
+
+@pytest.fixture(scope="session")
+def azurite_tables(azurite: list[int]) -> str:
+    """A Tables connection string for Azurite."""
+    return (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{azurite[2]}/devstoreaccount1;"
+    )
+
+
+@pytest.fixture(scope="session")
+def azurite_blob_endpoint(azurite: list[int]) -> str:
+    return f"http://127.0.0.1:{azurite[0]}/devstoreaccount1"

@@ -220,3 +220,23 @@ def test_a_stuck_compensation_is_driven_again_by_the_supervisor(app: App) -> Non
         ("o-1-2", "ReleaseInventory"),
     ]
     assert app.agent.net_effect("o-1", "ReleaseInventory") == 1
+
+
+def test_only_the_lease_holder_supervises(app: App) -> None:
+    """R10: a Supervisor that does not hold the lease leaves expired work to the one that does."""
+    ports = app.ports()
+    assert ports.leader.acquire("another-supervisor")  # someone else leads, and keeps renewing
+    app.agent.script = on("ReserveInventory", SILENT)
+    app.submit(submission("o-1"))
+    app.run_until(
+        lambda: app.states.get("o-1") is not None and app.record("o-1").CurrentStep == "ReserveInventory"
+    )
+    for _ in range(3):  # the other leader renews every 20 s; 60 s pass, well past CompleteBy
+        app.settle(timedelta(seconds=20))
+        assert ports.leader.acquire("another-supervisor")
+    record = app.record("o-1")
+    assert record.CompleteBy is not None and record.CompleteBy < app.host.clock.now()
+    assert record.ProcessState is ProcessState.PROCESSING and record.FailureCount == 0
+    ports.leader.release("another-supervisor")  # the other one stops
+    app.run_until_terminal("o-1")
+    assert app.record("o-1").FailureCount == 1  # now this app's Supervisor recovered it
