@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.sqlite_db import SqliteDatabase
-from domain.errors import IllegalTransition, RecordNotFound
-from domain.ports import CompensationEntry, CompensationOutcome
+from domain.errors import RecordNotFound
+from domain.ports import CompensationEntry, CompensationOutcome, next_outcome
 from domain.timestamps import format_optional, format_ts, parse_optional, parse_ts
 
 SCHEMA = """
@@ -116,10 +116,8 @@ class SqliteCompensationLog:
             if row is None:
                 raise RecordNotFound(f"no compensation entry for order {order_id} step {step}")
             current = _entry(row)
-            if current.Outcome is CompensationOutcome.COMPENSATED:
-                if outcome is CompensationOutcome.COMPENSATED:
-                    return current  # a repeat of a done compensation changes nothing
-                raise IllegalTransition(f"compensation of {step} for order {order_id} already succeeded")
+            if not next_outcome(current, outcome):
+                return current
             conn.execute(
                 "UPDATE compensation_log SET outcome = ?, outcome_at = ?, error = ?"
                 " WHERE order_id = ? AND step = ?",

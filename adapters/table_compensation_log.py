@@ -17,8 +17,8 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
 from azure.data.tables import TableClient, UpdateMode
 
 from adapters.sqlite_compensation_log import row_key
-from domain.errors import IllegalTransition, PreconditionFailed, RecordNotFound
-from domain.ports import CompensationEntry, CompensationOutcome
+from domain.errors import PreconditionFailed, RecordNotFound
+from domain.ports import CompensationEntry, CompensationOutcome, next_outcome
 from domain.timestamps import format_optional, format_ts, parse_optional, parse_ts
 
 TABLE = "compensationlog"
@@ -93,10 +93,8 @@ class TableCompensationLog:
             if entity is None:
                 raise RecordNotFound(f"no compensation entry for order {order_id} step {step}")
             current = _entry(entity)
-            if current.Outcome is CompensationOutcome.COMPENSATED:
-                if outcome is CompensationOutcome.COMPENSATED:
-                    return current  # a repeat of a done compensation changes nothing
-                raise IllegalTransition(f"compensation of {step} for order {order_id} already succeeded")
+            if not next_outcome(current, outcome):
+                return current
             # REPLACE, not MERGE: a merge leaves an old Error in place when the new one is None.
             changed = replace(current, Outcome=outcome, OutcomeAt=now, Error=error)
             try:

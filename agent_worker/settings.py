@@ -2,11 +2,11 @@
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from services.settings import SettingsError, settings_from_env
 
-class AgentSettingsError(ValueError):
-    pass
+AgentSettingsError = SettingsError
 
 
 class AgentSettings(BaseModel):
@@ -28,9 +28,4 @@ class AgentSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":
-        names = {f.alias for f in cls.model_fields.values() if f.alias}
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if k in names})
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise AgentSettingsError(f"invalid agent settings: {problems}") from None
+        return settings_from_env(cls, env)

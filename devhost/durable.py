@@ -251,15 +251,9 @@ class DurableEngine:
                 " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (instance_id, name, execution_id, RuntimeStatus.PENDING, input_json, ts(now), ts(now)),
             )
-            started = _event(
-                EventType.EXECUTION_STARTED,
-                now,
-                Name=name,
-                Input=input_json,
-                Version="",
-                OrchestrationInstance={"InstanceId": instance_id, "ExecutionId": execution_id},
+            self._start_execution(
+                conn, instance_id, execution_id=execution_id, name=name, input_json=input_json, now=now
             )
-            self._deliver(conn, instance_id, execution_id, started, now)
         return instance_id
 
     def raise_event(self, instance_id: str, name: str, input_json: str | None) -> Delivery:
@@ -567,15 +561,9 @@ class DurableEngine:
             " WHERE instance_id = ?",
             (execution_id, input_json, RuntimeStatus.RUNNING, ts(now), instance_id),
         )
-        started = _event(
-            EventType.EXECUTION_STARTED,
-            now,
-            Name=name,
-            Input=input_json,
-            Version="",
-            OrchestrationInstance={"InstanceId": instance_id, "ExecutionId": execution_id},
+        self._start_execution(
+            conn, instance_id, execution_id=execution_id, name=name, input_json=input_json, now=now
         )
-        self._deliver(conn, instance_id, execution_id, started, now)
 
     def _finish(
         self,
@@ -590,6 +578,26 @@ class DurableEngine:
             " WHERE instance_id = ?",
             (status, output, ts(now), instance_id),
         )
+
+    def _start_execution(
+        self,
+        conn: sqlite3.Connection,
+        instance_id: str,
+        *,
+        execution_id: str,
+        name: str,
+        input_json: str | None,
+        now: datetime,
+    ) -> None:
+        started = _event(
+            EventType.EXECUTION_STARTED,
+            now,
+            Name=name,
+            Input=input_json,
+            Version="",
+            OrchestrationInstance={"InstanceId": instance_id, "ExecutionId": execution_id},
+        )
+        self._deliver(conn, instance_id, execution_id, started, now)
 
     @staticmethod
     def _deliver(

@@ -10,6 +10,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
 
+from domain.errors import IllegalTransition
 from domain.record import StateRecord
 from domain.states import ProcessState
 
@@ -127,6 +128,18 @@ class CompensationEntry:
     Outcome: CompensationOutcome | None = None
     OutcomeAt: datetime | None = None
     Error: str | None = None
+
+
+def next_outcome(current: CompensationEntry, outcome: CompensationOutcome) -> bool:
+    """Whether recording ``outcome`` changes ``current``. A success is final: repeating it is a
+    no-op, and a failure after it is refused (every compensation log adapter applies this)."""
+    if current.Outcome is CompensationOutcome.COMPENSATED:
+        if outcome is CompensationOutcome.COMPENSATED:
+            return False
+        raise IllegalTransition(
+            f"compensation of {current.Step} for order {current.OrderID} already succeeded"
+        )
+    return True
 
 
 class CompensationLog(Protocol):

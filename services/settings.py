@@ -4,7 +4,7 @@ setting's name rather than deep inside a request."""
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,6 +19,20 @@ def _split_csv(value: object) -> object:
 
 class SettingsError(ValueError):
     pass
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def settings_from_env(model: type[S], env: Mapping[str, str]) -> S:
+    """Validate the environment variables a settings model names by alias, and only those;
+    every problem is reported with the setting's name."""
+    names = {field.alias for field in model.model_fields.values() if field.alias}
+    try:
+        return model.model_validate({k: v for k, v in env.items() if k in names})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+        raise SettingsError(f"invalid settings: {problems}") from None
 
 
 class Settings(BaseModel):
@@ -97,12 +111,7 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Settings":
-        names = {field.alias for field in cls.model_fields.values() if field.alias}
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if k in names})
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
-            raise SettingsError(f"invalid settings: {problems}") from None
+        return settings_from_env(cls, env)
 
     @property
     def scheduler_policy(self) -> SchedulerPolicy:

@@ -1,3 +1,5 @@
+import asyncio
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -10,6 +12,15 @@ from domain.policy import SchedulerPolicy
 pytest_plugins = ["tests.emulators"]
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop per test worker: the Durable SDK keeps a module-level aiohttp session,
+    which belongs to the loop that created it (as in a real worker process)."""
+    event_loop = asyncio.new_event_loop()
+    yield event_loop
+    event_loop.close()
 
 
 @pytest.fixture

@@ -27,13 +27,6 @@ REQUESTS, REPLIES = "agent-requests", "agent-replies"
 POLL = 0.02  # seconds between looks at the clock while a scenario's time passes
 
 
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
 class Rig:
     """The simulator in-process, a local Service Bus, and an Agent with fast settings."""
 

@@ -216,13 +216,6 @@ class App:
         return self.bus.peek(f"{queue}/$deadletterqueue", 1000)
 
 
-@pytest.fixture(scope="session")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
 def start_app(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,

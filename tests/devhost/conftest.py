@@ -21,13 +21,6 @@ SAMPLE_APP = Path(__file__).parent / "sample_app"
 T = TypeVar("T")
 
 
-@pytest.fixture(scope="session")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
 class Sample:
     """The sample app running in an in-process devhost, plus helpers to talk to it."""
 

@@ -3,17 +3,14 @@ finishes every orchestration with the right result (design.md §5, R11, C12)."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from demo.stack import free_port, wait_for
 from tests.devhost.conftest import SAMPLE_APP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,25 +18,9 @@ INSTANCES = 6
 STEPS = 4
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Poll a condition with a deadline: the processes under test run on the real clock."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        pause.wait(0.02)
-
-
 class Devhost:
     def __init__(self, data_dir: Path, output: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.data_dir = data_dir
         self.env = {**os.environ, "SAMPLE_OUTPUT": str(output), "PYTHONPATH": str(ROOT)}
         self.process: subprocess.Popen[str] | None = None
@@ -66,7 +47,7 @@ class Devhost:
                 text=True,
                 cwd=ROOT,
             )
-        _wait_for(self._answers, "devhost to listen")
+        wait_for(self._answers, "devhost to listen")
 
     def _answers(self) -> bool:
         assert self.process is not None
@@ -121,7 +102,7 @@ def test_sigkill_at_many_points_then_restart_finishes_every_instance(tmp_path: P
     total = INSTANCES * STEPS
     # Kill points by progress, spread from the first activity to the last ones.
     for kill_after in (1, 5, 9, 14, 19):
-        _wait_for(lambda k=kill_after: _count_records(output) >= k, f"{kill_after} activities")
+        wait_for(lambda k=kill_after: _count_records(output) >= k, f"{kill_after} activities")
         host.kill()
         host.start()
 
@@ -135,7 +116,7 @@ def test_sigkill_at_many_points_then_restart_finishes_every_instance(tmp_path: P
                 return False
         return True
 
-    _wait_for(all_completed, "every instance to complete")
+    wait_for(all_completed, "every instance to complete")
     for instance in ids:
         _, status = host.get(f"/runtime/webhooks/durabletask/instances/{instance}")
         assert isinstance(status, dict) and status["output"] == STEPS
