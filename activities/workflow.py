@@ -46,12 +46,13 @@ def _order_json(order: OrderRow) -> dict[str, Any]:
     }
 
 
-def _to_compensate(ports: Ports, order_id: str) -> list[dict[str, Any]]:
-    """What is still to undo, newest first, from the compensation log (R9)."""
+def _to_compensate(ports: Ports, record: StateRecord) -> list[dict[str, Any]]:
+    """What is still to undo, newest first (R9): every logged step the record has not marked
+    undone. The log says what may need undoing; the fenced record says what has been undone."""
     return [
         {"Step": e.Step, "Action": e.Action, "Data": e.Data}
-        for e in ports.compensation_log.entries(order_id)
-        if e.Outcome is not CompensationOutcome.COMPENSATED
+        for e in ports.compensation_log.entries(record.OrderID)
+        if e.Step not in record.CompensatedSteps
     ]
 
 
@@ -71,7 +72,7 @@ def read_order(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         "Missing": False,
         "Compensating": compensating,
         "CompletedSteps": list(record.CompletedSteps),
-        "ToCompensate": _to_compensate(ports, attempt.order_id) if compensating else [],
+        "ToCompensate": _to_compensate(ports, record) if compensating else [],
         "Order": _order_json(order),
     }
 
@@ -165,8 +166,6 @@ def record_step(payload: dict[str, Any], ports: Ports, stored: Stored | None = N
                     RecordedAt=now,
                 )
             )
-    else:
-        ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
     record = fenced_update(
         ports.states,
         attempt.order_id,
@@ -175,7 +174,12 @@ def record_step(payload: dict[str, Any], ports: Ports, stored: Stored | None = N
         ),
         snapshot=stored,
     )
-    return FENCED if record is None else {"Fenced": False}
+    if record is None:
+        return FENCED
+    if record.ProcessState is ProcessState.COMPENSATING:
+        # After the fenced write: a fenced-out attempt must not mark anything undone.
+        ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
+    return {"Fenced": False}
 
 
 def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
@@ -238,6 +242,10 @@ def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
     attempt = Attempt.of(payload)
     outcome = str(payload["Outcome"])
     error = str(payload.get("Error") or "")
+    if outcome == "fail" and ports.compensation_log.entries(attempt.order_id):
+        # The log, not the orchestration's memory, says whether anything may need undoing: a
+        # step whose effect landed but whose reply did not is logged too (R9, C10).
+        outcome = "begin_compensation"
     target, status, alert, sql_status = _FINISH[outcome]
     now = ports.clock.now()
     instance = attempt.instance_id
@@ -245,6 +253,9 @@ def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
 
     def move(record: StateRecord) -> StateRecord:
         undoable = {s.name for s in _workflow(record).steps if s.compensation}
+        repeated = record.ProcessState is ProcessState.COMPENSATING and record.LockedBy == instance
+        if outcome == "begin_compensation" and repeated:
+            return record  # a repeat of this very move: nothing to change
         match outcome:
             case "complete":
                 return transitions.complete(record, instance=instance, now=now)
@@ -289,7 +300,7 @@ def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         )
     result: dict[str, Any] = {"Fenced": False, "State": record.ProcessState.value}
     if outcome == "begin_compensation":
-        result["ToCompensate"] = _to_compensate(ports, attempt.order_id)
+        result["ToCompensate"] = _to_compensate(ports, record)
     return result
 
 

@@ -107,7 +107,7 @@ class Agent:
         """Serve until ``stop()``; then finish in-flight work within the grace period, abandon the rest."""
         workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)]
         await self._stopping.wait()
-        _, pending = await asyncio.wait(workers, timeout=self.settings.shutdown_grace_seconds or None)
+        _, pending = await asyncio.wait(workers, timeout=self.settings.shutdown_grace_seconds)
         for task in pending:
             task.cancel()
         for task in pending:
@@ -120,7 +120,11 @@ class Agent:
 
     async def _worker(self) -> None:
         while not self._stopping.is_set():
-            handled = await self.poll_once(1)
+            try:
+                handled = await self.poll_once(1)
+            except Exception:  # the queue itself failed: keep this worker alive, back off
+                log.exception("receiving requests failed; retrying")
+                handled = 0
             if not handled:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval_seconds)

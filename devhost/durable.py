@@ -369,8 +369,10 @@ class DurableEngine:
                 (instance_id,),
             ).fetchone()
             messages = conn.execute(
+                # In the order they became visible: a reply raised before a timer's FireAt comes
+                # before the TimerFired, even if the episode runs after both.
                 "SELECT id, execution_id, event FROM inbox WHERE instance_id = ? AND visible_at <= ?"
-                " ORDER BY id",
+                " ORDER BY visible_at, id",
                 (instance_id, ts(now)),
             ).fetchall()
             conn.executemany("DELETE FROM inbox WHERE id = ?", [(m[0],) for m in messages])

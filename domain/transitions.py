@@ -188,9 +188,11 @@ def complete_step(
         done = record.CompletedSteps if step in record.CompletedSteps else (*record.CompletedSteps, step)
         record = replace(record, CompletedSteps=done)
     else:
-        if step not in record.CompletedSteps:
+        # A step that began may have had its effect even if it was never recorded as done
+        # (its reply came too late): compensations are idempotent, so undoing it is safe.
+        if step not in record.CompletedSteps and record.RetryBudget.used(step) == 0:
             raise IllegalTransition(
-                f"complete_step: cannot compensate {step} of {record.OrderID}: it never completed"
+                f"complete_step: cannot compensate {step} of {record.OrderID}: it never began"
             )
         undone = (
             record.CompensatedSteps if step in record.CompensatedSteps else (*record.CompensatedSteps, step)

@@ -45,6 +45,7 @@ Orchestration = Generator[Any, Any, str]
 
 
 FINISH_ATTEMPTS = 4
+MAX_STRAY_REPLIES = 8
 FINISH_RETRY_DELAY = timedelta(seconds=5)
 
 
@@ -105,14 +106,17 @@ def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
 def handle_failure(
     context: Any, attempt: dict[str, str], workflow: Workflow, done: list[str], error: str
 ) -> Orchestration:
-    """A permanent failure: undo what was done, newest first (R9), or stop in Error (E12)."""
-    if not any(workflow.step(name).compensation for name in done):
-        finished = yield from finish(context, attempt, "fail", error)
-        return Ending.FENCED.value if finished["Fenced"] else Ending.ERROR.value
-    begun = yield from finish(context, attempt, "begin_compensation", error)
-    if begun["Fenced"]:
+    """A permanent failure: undo what was done, newest first (R9), or stop in Error (E12).
+
+    ``finish`` decides from the compensation log: it answers Compensating when anything logged
+    may need undoing, Error otherwise.
+    """
+    finished = yield from finish(context, attempt, "fail", error)
+    if finished["Fenced"]:
         return Ending.FENCED.value
-    return (yield from compensate(context, attempt, workflow, begun["ToCompensate"]))
+    if finished["State"] == "Compensating":
+        return (yield from compensate(context, attempt, workflow, finished["ToCompensate"]))
+    return Ending.ERROR.value
 
 
 def compensate(
@@ -146,6 +150,22 @@ def run_step(
     return (yield from run_agent_step(context, work, payload))
 
 
+def wait_for_reply(
+    context: Any, action: str, expected: str, timer: Any
+) -> Generator[Any, Any, dict[str, Any] | None]:
+    """The reply to our request, or None when the timer wins (E8, E10)."""
+    for _ in range(MAX_STRAY_REPLIES):
+        reply_task = context.wait_for_external_event(agent_event(action))
+        winner = yield context.task_any([reply_task, timer])
+        if winner is timer:
+            return None
+        reply = reply_task.result
+        if isinstance(reply, dict) and reply.get("RequestID") == expected:
+            return reply
+        # A reply to some other request (an old duplicate): keep waiting for ours.
+    return None  # replies that never match: as if timed out; the Supervisor retries
+
+
 def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generator[Any, Any, StepOutcome]:
     begun = yield context.call_activity("begin_step", work)
     if begun["Fenced"]:
@@ -158,15 +178,9 @@ def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generato
     )
     expected = request_message_id(work["InstanceID"], work["Action"])
     timer = context.create_timer(datetime.fromisoformat(begun["CompleteBy"]))
-    while True:
-        reply_task = context.wait_for_external_event(agent_event(work["Action"]))
-        winner = yield context.task_any([reply_task, timer])
-        if winner is timer:
-            return StepOutcome(Ending.TIMED_OUT)  # R5: stop waiting, leave the record alone
-        reply = reply_task.result
-        if isinstance(reply, dict) and reply.get("RequestID") == expected:
-            break
-        # A reply to some other request (an old duplicate): keep waiting for ours.
+    reply = yield from wait_for_reply(context, work["Action"], expected, timer)
+    if reply is None:
+        return StepOutcome(Ending.TIMED_OUT)  # R5: stop waiting, leave the record alone
     timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
     if reply["Outcome"] == "ok":
         recorded = yield context.call_activity("record_step", {**work, "Result": reply.get("Result") or {}})

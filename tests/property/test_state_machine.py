@@ -143,7 +143,8 @@ class RecordMachine(RuleBasedStateMachine):
     def steps_are_consistent(self) -> None:
         done = self.record.CompletedSteps
         assert len(done) == len(set(done))
-        assert set(self.record.CompensatedSteps) <= set(done)
+        begun = set(done) | {k for k in self.record.RetryBudget.CallsUsed if not k.startswith("undo:")}
+        assert set(self.record.CompensatedSteps) <= begun
         budget = self.record.RetryBudget
         assert all(0 < used <= budget.MaxCallsPerStep for used in budget.CallsUsed.values())
 

@@ -142,10 +142,14 @@ def test_a_failed_compensation_is_its_own_state() -> None:
     assert failed.LastError == "refund refused" and failed.LockedBy is None
 
 
-def test_compensating_a_step_that_never_completed_is_illegal() -> None:
-    comp = t.begin_compensation(_with_steps("A"), instance="o-1-1", now=T0, policy=POLICY, error="x")
+def test_compensating_a_step_that_never_began_is_illegal_but_a_begun_one_is_allowed() -> None:
+    record = t.begin_step(_with_steps("A"), instance="o-1-1", step="B", now=T0, policy=POLICY).record
+    comp = t.begin_compensation(record, instance="o-1-1", now=T0, policy=POLICY, error="x")
     with pytest.raises(IllegalTransition):
-        t.complete_step(comp, instance="o-1-1", step="B", now=T0, policy=POLICY)
+        t.complete_step(comp, instance="o-1-1", step="C", now=T0, policy=POLICY)
+    # B began, its reply never came: its effect may exist, so its undo is recorded.
+    undone = t.complete_step(comp, instance="o-1-1", step="B", now=T0, policy=POLICY)
+    assert undone.CompensatedSteps == ("B",)
 
 
 def test_recovery_follows_the_two_tier_policy() -> None:
