@@ -74,7 +74,13 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
     arg_name="msg", queue_name="%SAS_ORDERS_QUEUE%", connection="ServiceBusConnection"
 )
 def submit_order(msg: func.ServiceBusMessage) -> None:
-    intake.handle_submission(_delivery(msg, ports().settings.orders_queue), ports())
+    delivery = _delivery(msg, ports().settings.orders_queue)
+    try:
+        intake.handle_submission(delivery, ports())
+    except Exception as error:
+        if (msg.delivery_count or 0) < ports().settings.orders_max_deliveries:
+            raise  # abandon: the broker delivers it again
+        intake.give_up(delivery, error, ports())
 
 
 # --- Scheduler: starter (E4) and orchestrator (E5-E12) --------------------------------------

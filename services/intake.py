@@ -98,3 +98,14 @@ def is_late_reply_error(error: Exception) -> bool:
     """The Durable client's words for 410 (instance finished) and 404 (unknown instance)."""
     text = str(error)
     return "is gone" in text or "No instance with ID" in text
+
+
+def give_up(delivery: Delivery, error: Exception, ports: Ports) -> None:
+    """The last delivery of a submission failed too: dead-letter it with the cause, and alert."""
+    _reject(
+        ports,
+        delivery,
+        "ProcessingFailed",
+        f"{type(error).__name__}: {error}"[:1000],
+        order_id=None,
+    )

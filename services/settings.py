@@ -57,6 +57,9 @@ class Settings(BaseModel):
     clock: Literal["system", "devhost"] = Field("system", alias="SAS_CLOCK")
     local_servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
     orders_queue: str = Field("orders", alias="SAS_ORDERS_QUEUE")
+    # MaxDeliveryCount of the orders queue: on the last delivery a submission that still fails
+    # is dead-lettered by the app itself, with the error and an alert, not silently by the broker.
+    orders_max_deliveries: int = Field(5, alias="SAS_ORDERS_MAX_DELIVERIES", ge=1)
     agent_requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
     agent_replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
     alerts_queue: str = Field("operator-alerts", alias="SAS_ALERTS_QUEUE")

@@ -2,6 +2,8 @@
 reason and an alert, status only on the submitter's own queue."""
 
 import json
+import sys
+from dataclasses import replace
 from datetime import timedelta
 
 from domain.states import ProcessState
@@ -69,3 +71,28 @@ def test_status_messages_go_only_to_the_submitters_own_queue(app: App) -> None:
     assert {s["OrderID"] for s in queue_a} == {"a-1"}
     assert {s["OrderID"] for s in queue_b} == {"b-1"}
     assert [s["Status"] for s in queue_a] == ["received", "completed"]
+
+
+class BrokenOrders:
+    """Fault injection: the orders database is down for every delivery."""
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        def fail(*args: object, **kwargs: object) -> None:
+            raise ConnectionError("injected: the orders database is unreachable")
+
+        return fail
+
+
+def test_a_submission_that_fails_on_every_delivery_is_dead_lettered_with_its_cause_and_an_alert(
+    app: App,
+) -> None:
+    function_app = sys.modules["function_app"]
+    real = function_app.ports()
+    function_app.ports = lambda: replace(real, orders=BrokenOrders())
+    app.submit(submission("o-1"))
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [dead] = app.dead_letters("orders")
+    assert dead.dead_letter_reason == "ProcessingFailed"
+    assert "orders database is unreachable" in (dead.dead_letter_error_description or "")
+    assert dead.delivery_count == 5  # retried first, as the queue allows
+    assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]

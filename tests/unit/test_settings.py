@@ -54,3 +54,5 @@ def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
         if q["Name"] == values["SAS_AGENT_REQUESTS_QUEUE"]
     ]
     assert int(values["SAS_AGENT_REQUEST_MAX_DELIVERIES"]) == queue["Properties"]["MaxDeliveryCount"]
+    [orders] = [q for ns in config["UserConfig"]["Namespaces"] for q in ns["Queues"] if q["Name"] == "orders"]
+    assert int(values["SAS_ORDERS_MAX_DELIVERIES"]) == orders["Properties"]["MaxDeliveryCount"]
