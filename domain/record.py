@@ -65,6 +65,8 @@ class StateRecord:
     CompletedSteps: tuple[str, ...] = ()
     CompensatedSteps: tuple[str, ...] = ()
     CurrentStep: str | None = None
+    # Calls granted when CurrentStep began: a repeat of that begin gets the same grant, no new debit.
+    CurrentGrant: int = 0
     FailedStep: str | None = None
     StepFailures: Mapping[str, int] = field(default_factory=lambda: frozen_counts({}))
     NotBefore: datetime | None = None
@@ -97,6 +99,7 @@ def to_document(record: StateRecord) -> dict[str, Any]:
         "CompletedSteps": list(record.CompletedSteps),
         "CompensatedSteps": list(record.CompensatedSteps),
         "CurrentStep": record.CurrentStep,
+        "CurrentGrant": record.CurrentGrant,
         "FailedStep": record.FailedStep,
         "StepFailures": dict(record.StepFailures),
         "NotBefore": format_optional(record.NotBefore),
@@ -180,6 +183,8 @@ def from_document(doc: Mapping[str, Any]) -> StateRecord:
         CompletedSteps=tuple(data["CompletedSteps"]),
         CompensatedSteps=tuple(data["CompensatedSteps"]),
         CurrentStep=data["CurrentStep"],
+        # Added within schema 2 with a safe default: documents written before it read as 0.
+        CurrentGrant=int(data.get("CurrentGrant", 0)),
         FailedStep=data["FailedStep"],
         StepFailures=frozen_counts({str(k): int(v) for k, v in data["StepFailures"].items()}),
         NotBefore=parse_optional(data["NotBefore"]),

@@ -123,6 +123,7 @@ def claim(record: StateRecord, *, now: datetime, policy: SchedulerPolicy) -> Sta
         LockedBy=instance_id(record.OrderID, attempt),
         CompleteBy=now + policy.start_grace,
         CurrentStep=None,
+        CurrentGrant=0,
         NotBefore=None,
         UpdatedAt=now,
     )
@@ -155,6 +156,9 @@ def begin_step(
         raise IllegalTransition(f"begin_step: step {step} of {record.OrderID} is already compensated")
     if calls_wanted < 1:
         raise ValueError("calls_wanted must be at least 1")
+    if record.CurrentStep == step and record.CurrentGrant > 0:
+        # The same begin again (activities are at-least-once): same deadline, same grant.
+        return StepStarted(record=record, calls_granted=record.CurrentGrant)
     key = step_key(record.ProcessState, step)
     remaining = record.RetryBudget.remaining(key)
     if remaining == 0:
@@ -167,6 +171,7 @@ def begin_step(
         record=replace(
             record,
             CurrentStep=step,
+            CurrentGrant=granted,
             CompleteBy=now + policy.step_timeout,
             RetryBudget=record.RetryBudget.debit(key, granted),
             UpdatedAt=now,
@@ -198,7 +203,9 @@ def complete_step(
             record.CompensatedSteps if step in record.CompensatedSteps else (*record.CompensatedSteps, step)
         )
         record = replace(record, CompensatedSteps=undone)
-    return replace(record, CurrentStep=None, CompleteBy=now + policy.start_grace, UpdatedAt=now)
+    return replace(
+        record, CurrentStep=None, CurrentGrant=0, CompleteBy=now + policy.start_grace, UpdatedAt=now
+    )
 
 
 def _release(record: StateRecord, state: ProcessState, now: datetime, error: str | None) -> StateRecord:
@@ -210,6 +217,7 @@ def _release(record: StateRecord, state: ProcessState, now: datetime, error: str
         LockedBy=None,
         CompleteBy=None,
         CurrentStep=None,
+        CurrentGrant=0,
         NotBefore=None,
         LastError=record.LastError if error is None else _error_text(error),
         UpdatedAt=now,
@@ -237,6 +245,7 @@ def begin_compensation(
         record,
         ProcessState=ProcessState.COMPENSATING,
         CurrentStep=None,
+        CurrentGrant=0,
         CompleteBy=now + policy.start_grace,
         CompensationRequested=True,
         LastError=_error_text(error),
@@ -375,6 +384,7 @@ def _reopen(record: StateRecord, now: datetime, *, compensate: bool) -> StateRec
         CompleteBy=None,
         NotBefore=None,
         CurrentStep=None,
+        CurrentGrant=0,
         FailedStep=None,
         CompensationRequested=compensate,
         UpdatedAt=now,

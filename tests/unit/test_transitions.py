@@ -73,14 +73,22 @@ def test_begin_step_sets_the_step_deadline_and_debits_the_budget() -> None:
 
 def test_the_budget_grants_only_what_is_left_then_refuses() -> None:
     policy = SchedulerPolicy(max_calls_per_step=7)
+    recovery = RecoveryPolicy(quick_retries=5)
+
+    def next_attempt(record):  # type: ignore[no-untyped-def]
+        """The step expires, the Supervisor sends it back, the starter claims it again."""
+        late = (record.CompleteBy or T0) + timedelta(seconds=1)
+        back = t.recover_expired(record, expected_locked_by=record.LockedBy or "", now=late, policy=recovery)
+        return t.claim(back.record, now=late, policy=policy)
+
     record = processing("o-1", T0, policy)
     first = t.begin_step(record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5)
-    second = t.begin_step(
-        first.record, instance="o-1-1", step="Charge", now=T0, policy=policy, calls_wanted=5
-    )
+    record = next_attempt(first.record)
+    second = t.begin_step(record, instance="o-1-2", step="Charge", now=T0, policy=policy, calls_wanted=5)
     assert second.calls_granted == 2
+    record = next_attempt(second.record)
     with pytest.raises(RetryBudgetExhausted):
-        t.begin_step(second.record, instance="o-1-1", step="Charge", now=T0, policy=policy)
+        t.begin_step(record, instance="o-1-3", step="Charge", now=T0, policy=policy)
 
 
 def test_complete_step_is_idempotent_and_keeps_a_deadline() -> None:
@@ -230,3 +238,17 @@ def test_operator_compensation_of_an_error_or_failed_compensation() -> None:
     processed = t.complete(processing("o-2", T0), instance="o-2-1", now=T0)
     with pytest.raises(IllegalTransition):
         t.request_compensation(processed, now=T0)
+
+
+def test_a_repeated_begin_of_the_same_step_debits_nothing_more() -> None:
+    record = processing("o-1", T0)
+    first = t.begin_step(record, instance="o-1-1", step="Charge", now=T0, policy=POLICY, calls_wanted=6)
+    later = T0 + timedelta(seconds=3)
+    again = t.begin_step(
+        first.record, instance="o-1-1", step="Charge", now=later, policy=POLICY, calls_wanted=6
+    )
+    assert again.calls_granted == first.calls_granted == 6
+    assert again.record.RetryBudget.used("Charge") == 6  # not 12
+    assert again.record.CompleteBy == first.record.CompleteBy  # the same deadline
+    done = t.complete_step(again.record, instance="o-1-1", step="Charge", now=later, policy=POLICY)
+    assert done.CurrentGrant == 0
