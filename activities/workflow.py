@@ -20,7 +20,7 @@ from domain.states import LOCKED_STATES, ProcessState
 from domain.workflow import WORKFLOWS, Workflow
 from services.context import Ports
 from services.fenced import fenced_update
-from services.notifications import post_status, raise_alert
+from services.notifications import announce
 
 log = logging.getLogger("sas.activities")
 
@@ -277,27 +277,7 @@ def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         if stored is None or not _already_finished(stored.record, attempt, target):
             return FENCED
         record = stored.record
-    if sql_status is not None:
-        ports.orders.update_status(attempt.order_id, sql_status, now)
-    if status is not None:
-        post_status(
-            ports.sender,
-            queue=record.StatusQueue,
-            order_id=attempt.order_id,
-            status=status,
-            now=now,
-            detail=record.LastError,
-        )
-    if alert is not None:
-        raise_alert(
-            ports.sender,
-            queue=ports.settings.alerts_queue,
-            event=alert,
-            reason=f"order {attempt.order_id} is {target.value}: {record.LastError or 'no error recorded'}",
-            now=now,
-            order_id=attempt.order_id,
-            dedup_key=f"{attempt.order_id}:{record.Attempt}",
-        )
+    announce(ports, record, status=status, alert=alert, sql_status=sql_status)
     result: dict[str, Any] = {"Fenced": False, "State": record.ProcessState.value}
     if outcome == "begin_compensation":
         result["ToCompensate"] = _to_compensate(ports, record)

@@ -67,26 +67,47 @@ def raise_alert(
     )
 
 
+def announce(
+    ports: "Ports",
+    record: StateRecord,
+    *,
+    status: OrderStatus | None,
+    alert: str | None,
+    sql_status: str | None,
+) -> None:
+    """Tell everyone who must hear that an order reached ``record``'s state: the orders database,
+    the submitter's own status queue (E16) and, when it needs a person, an operator (C11)."""
+    now = ports.clock.now()
+    if sql_status is not None:
+        ports.orders.update_status(record.OrderID, sql_status, now)
+    if status is not None:
+        post_status(
+            ports.sender,
+            queue=record.StatusQueue,
+            order_id=record.OrderID,
+            status=status,
+            now=now,
+            detail=record.LastError,
+        )
+    if alert is not None:
+        raise_alert(
+            ports.sender,
+            queue=ports.settings.alerts_queue,
+            event=alert,
+            reason=f"order {record.OrderID} is {record.ProcessState.value}: {record.LastError or 'no error'}",
+            now=now,
+            order_id=record.OrderID,
+            dedup_key=f"{record.OrderID}:{record.Attempt}",
+        )
+
+
 def notify_gave_up(ports: "Ports", record: StateRecord) -> None:
     """The Supervisor gave up on a record: tell its submitter and an operator (E15, C8)."""
-    now = ports.clock.now()
     compensation = record.ProcessState is ProcessState.COMPENSATION_FAILED
-    status = OrderStatus.COMPENSATION_FAILED if compensation else OrderStatus.FAILED
-    ports.orders.update_status(record.OrderID, "CompensationFailed" if compensation else "Failed", now)
-    post_status(
-        ports.sender,
-        queue=record.StatusQueue,
-        order_id=record.OrderID,
-        status=status,
-        now=now,
-        detail=record.LastError,
-    )
-    raise_alert(
-        ports.sender,
-        queue=ports.settings.alerts_queue,
-        event="RecoveryGaveUp",
-        reason=f"order {record.OrderID} is {record.ProcessState.value}: {record.LastError}",
-        now=now,
-        order_id=record.OrderID,
-        dedup_key=f"{record.OrderID}:{record.Attempt}",
+    announce(
+        ports,
+        record,
+        status=OrderStatus.COMPENSATION_FAILED if compensation else OrderStatus.FAILED,
+        alert="RecoveryGaveUp",
+        sql_status="CompensationFailed" if compensation else "Failed",
     )
