@@ -5,6 +5,7 @@ import logging
 from typing import Any, Protocol
 
 from domain.states import ProcessState
+from domain.transitions import Recovery
 from domain.workflow import orchestrator_name
 from services import telemetry
 from services.claim_pending import ClaimReport, claim_pending
@@ -63,8 +64,15 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     if not ports.leader.acquire(ports.instance_name):
         log.debug("supervisor: another instance holds the lease; not scanning")
         return SupervisionReport()
+
+    def tell(recovery: Recovery) -> None:
+        try:
+            notify_gave_up(ports, recovery.record)
+        except Exception:  # the record is already terminal: the log is the last place to tell
+            log.exception("could not report that order %s gave up", recovery.record.OrderID)
+
     report = supervise(
-        ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan
+        ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan, tell
     )
     telemetry.supervisor_pages.add(report.pages)
     telemetry.supervisor_items.add(report.scanned)
@@ -76,11 +84,6 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
         # A marker in the order's trace: the write itself happened in supervise().
         with telemetry.order_span("supervisor.recover", record.OrderID, outcome=recovery.outcome.value):
             pass
-    for recovery in report.gave_up:
-        try:
-            notify_gave_up(ports, recovery.record)
-        except Exception:  # the record is already terminal: the log is the last place to tell
-            log.exception("could not report that order %s gave up", recovery.record.OrderID)
     # Quiet when there was nothing to do: the cadence (C9) may be seconds.
     log.log(
         logging.INFO if report.scanned else logging.DEBUG,

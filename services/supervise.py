@@ -6,6 +6,7 @@ every page (E13). Each recovery is a conditional replace on the ETag the scan re
 the expired ``LockedBy``: of two Supervisors on one record exactly one wins (R10).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from domain import transitions
@@ -27,8 +28,14 @@ class SupervisionReport:
 
 
 def supervise(
-    states: StateStore, clock: Clock, policy: RecoveryPolicy, scan: SupervisorScan
+    states: StateStore,
+    clock: Clock,
+    policy: RecoveryPolicy,
+    scan: SupervisorScan,
+    on_gave_up: Callable[[Recovery], None] | None = None,
 ) -> SupervisionReport:
+    """``on_gave_up`` runs right after each give-up is written, so that a later failure in the
+    scan cannot cost an earlier order its notifications."""
     now = clock.now()
     report = SupervisionReport()
     token: str | None = None
@@ -57,6 +64,8 @@ def supervise(
                 continue
             if recovery.outcome is RecoveryOutcome.GAVE_UP:
                 report.gave_up.append(recovery)
+                if on_gave_up is not None:
+                    on_gave_up(recovery)
             else:
                 report.recovered.append(recovery)
         token = page.continuation

@@ -2,6 +2,8 @@
 
 from datetime import timedelta
 
+import pytest
+
 from adapters.clock import ManualClock
 from domain import transitions
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
@@ -87,3 +89,31 @@ def test_an_orchestration_that_moved_on_is_not_recovered(stores: Stores, clock: 
     assert report.lost == 1 and not report.recovered
     final = stores.states.get("o-1")
     assert final is not None and final.record.ProcessState is ProcessState.PROCESSED
+
+
+def test_each_give_up_is_reported_as_soon_as_it_is_written(stores: Stores, clock: ManualClock) -> None:
+    """A store failure later in the scan must not cost earlier orders their notifications."""
+    now = clock.now()
+    give_up_now = RecoveryPolicy(quick_retries=0, extended_retries=0)
+    for n in range(3):
+        stores.states.create_if_absent(expired(f"e-{n}", now, ago=timedelta(seconds=3 - n)))
+    told: list[str] = []
+
+    class FailsOnTheThird:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(stores.states, name)
+
+        def replace(self, record, etag):  # type: ignore[no-untyped-def]
+            if record.OrderID == "e-2":
+                raise ConnectionError("injected: the store went away mid-scan")
+            return stores.states.replace(record, etag)
+
+    with pytest.raises(ConnectionError):
+        supervise(
+            FailsOnTheThird(),  # type: ignore[arg-type]
+            clock,
+            give_up_now,
+            SupervisorScan(),
+            lambda r: told.append(r.record.OrderID),
+        )
+    assert told == ["e-0", "e-1"]
