@@ -189,8 +189,8 @@ def test_the_breaker_opens_under_an_outage_fails_fast_and_closes_after_recovery(
 def test_the_lock_is_renewed_while_a_slow_call_runs(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
     rig = Rig(loop, tmp_path)
     try:
-        rig.bus.declare(QueueConfig(REQUESTS, max_delivery_count=2, lock_duration=timedelta(seconds=0.3)))
-        rig.profile(latency_ms=(1000, 1000))
+        rig.bus.declare(QueueConfig(REQUESTS, max_delivery_count=2, lock_duration=timedelta(seconds=1)))
+        rig.profile(latency_ms=(3000, 3000))
         rig.request("o-1:ReserveInventory", attempts=1)
         second = Agent(rig.settings, LocalAgentMessaging(rig.bus, REQUESTS, REPLIES), rig.agent.remote)
 
@@ -199,7 +199,7 @@ def test_the_lock_is_renewed_while_a_slow_call_runs(loop: asyncio.AbstractEventL
             while rig.bus.counts(REQUESTS)["locked"] == 0:  # the first agent holds it now
                 await asyncio.sleep(POLL)
             # Let twice the lock duration pass, mid-call; then a competing receiver tries.
-            expired = datetime.now(UTC) + timedelta(seconds=0.6)
+            expired = datetime.now(UTC) + timedelta(seconds=2)
             while datetime.now(UTC) < expired:
                 await asyncio.sleep(POLL)
             stolen = await second.poll_once(1)
