@@ -23,8 +23,9 @@ from typing import Any
 import azure.functions as func
 
 from devhost.clock import Clock
+from devhost.servicebus import format_time as ts
+from devhost.servicebus import parse_time as parse_ts
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 OUT_OF_PROC_MARKER = "$OutOfProcData$:"
 ACTIVITY_LEASE = timedelta(minutes=10)
 
@@ -74,14 +75,6 @@ CREATE TABLE IF NOT EXISTS schedules (
     last_fired    TEXT NOT NULL
 );
 """
-
-
-def ts(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(_FORMAT)
-
-
-def parse_ts(text: str) -> datetime:
-    return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
 
 
 class EventType(IntEnum):

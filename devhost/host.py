@@ -34,9 +34,11 @@ from croniter import croniter
 from devhost import durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
 from devhost.config import DevhostConfig, queues_from_emulator_config
-from devhost.durable import ActivityWork, DurableEngine, DurableStore, parse_ts, ts
+from devhost.durable import ActivityWork, DurableEngine, DurableStore
 from devhost.indexing import FunctionSpec, index, load_app
 from devhost.servicebus import LocalServiceBus, MessageLockLost, ReceivedMessage
+from devhost.servicebus import format_time as ts
+from devhost.servicebus import parse_time as parse_ts
 from devhost.settings import SettingsError, load_local_settings
 
 log = logging.getLogger("devhost")

@@ -144,16 +144,16 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _fmt(moment: datetime) -> str:
+def format_time(moment: datetime) -> str:
     return _utc(moment).strftime(_TIME_FORMAT)
 
 
-def _parse(text: str) -> datetime:
+def parse_time(text: str) -> datetime:
     return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
 
 
 def _parse_optional(text: str | None) -> datetime | None:
-    return None if text is None else _parse(text)
+    return None if text is None else parse_time(text)
 
 
 def _micros(duration: timedelta) -> int:
@@ -189,7 +189,7 @@ def _message(
         reply_to=row["reply_to"],
         application_properties=json.loads(row["application_properties"]),
         delivery_count=delivery_count,
-        enqueued_time=_parse(row["enqueued_time"]),
+        enqueued_time=parse_time(row["enqueued_time"]),
         scheduled_enqueue_time=_parse_optional(row["scheduled_enqueue_time"]),
         locked_until=locked_until,
         lock_token=lock_token,
@@ -300,7 +300,7 @@ class LocalServiceBus:
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
                 " the lock token is no longer current"
             )
-        if row["locked_until"] <= _fmt(now):
+        if row["locked_until"] <= format_time(now):
             raise MessageLockLost(
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
                 f" the lock expired at {row['locked_until']}"
@@ -315,7 +315,7 @@ class LocalServiceBus:
             "UPDATE messages SET dead_lettered = 1, visible_at = ?, locked_until = NULL, lock_token = NULL,"
             " lock_duration_us = NULL, dead_letter_reason = ?, dead_letter_error_description = ?"
             " WHERE sequence_number = ?",
-            (_fmt(now), reason, description, sequence_number),
+            (format_time(now), reason, description, sequence_number),
         )
 
     # -- queues ----------------------------------------------------------------------------
@@ -372,11 +372,11 @@ class LocalServiceBus:
             now = self._now()
             if config.duplicate_detection_window is not None:
                 # The purge is what lets an id back in once its window (from the first send) is over.
-                conn.execute("DELETE FROM duplicates WHERE expires_at <= ?", (_fmt(now),))
+                conn.execute("DELETE FROM duplicates WHERE expires_at <= ?", (format_time(now),))
                 inserted = conn.execute(
                     "INSERT INTO duplicates (queue, message_id, expires_at) VALUES (?, ?, ?)"
                     " ON CONFLICT (queue, message_id) DO NOTHING",
-                    (config.name, message_id, _fmt(now + config.duplicate_detection_window)),
+                    (config.name, message_id, format_time(now + config.duplicate_detection_window)),
                 )
                 if inserted.rowcount == 0:
                     return False
@@ -388,7 +388,7 @@ class LocalServiceBus:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     config.name,
-                    _fmt(enqueued),
+                    format_time(enqueued),
                     message_id,
                     data,
                     correlation_id,
@@ -396,8 +396,8 @@ class LocalServiceBus:
                     subject,
                     reply_to,
                     properties,
-                    _fmt(enqueued),
-                    None if scheduled is None else _fmt(scheduled),
+                    format_time(enqueued),
+                    None if scheduled is None else format_time(scheduled),
                 ),
             )
         return True
@@ -425,7 +425,7 @@ class LocalServiceBus:
                     f"SELECT {_MESSAGE_COLUMNS} FROM messages"
                     " WHERE queue = ? AND dead_lettered = ? AND visible_at <= ?"
                     " ORDER BY sequence_number LIMIT ?",
-                    (config.name, int(dead_lettered), _fmt(now), max_messages - len(received)),
+                    (config.name, int(dead_lettered), format_time(now), max_messages - len(received)),
                 ).fetchall()
                 if not rows:
                     break
@@ -445,8 +445,8 @@ class LocalServiceBus:
                         " locked_until = ?, visible_at = ?, lock_duration_us = ? WHERE sequence_number = ?",
                         (
                             token,
-                            _fmt(locked_until),
-                            _fmt(locked_until),
+                            format_time(locked_until),
+                            format_time(locked_until),
                             _micros(duration),
                             row["sequence_number"],
                         ),
@@ -485,7 +485,7 @@ class LocalServiceBus:
             conn.execute(
                 "UPDATE messages SET visible_at = ?, locked_until = NULL, lock_token = NULL,"
                 " lock_duration_us = NULL WHERE sequence_number = ?",
-                (_fmt(now), message.sequence_number),
+                (format_time(now), message.sequence_number),
             )
 
     def dead_letter(self, message: ReceivedMessage, reason: str, description: str | None = None) -> None:
@@ -512,7 +512,7 @@ class LocalServiceBus:
                 " WHERE queue = ? AND lock_token = ? AND dead_lettered = 0",
                 (name, lock_token),
             ).fetchone()
-            if row is None or row["locked_until"] <= _fmt(now):
+            if row is None or row["locked_until"] <= format_time(now):
                 raise MessageLockLost(f"no message on {queue!r} holds a live lock {lock_token!r}")
             self._move_to_dead_letter(conn, row["sequence_number"], reason, description, now)
 
@@ -524,7 +524,7 @@ class LocalServiceBus:
             locked_until = now + timedelta(microseconds=row["lock_duration_us"])
             conn.execute(
                 "UPDATE messages SET locked_until = ?, visible_at = ? WHERE sequence_number = ?",
-                (_fmt(locked_until), _fmt(locked_until), message.sequence_number),
+                (format_time(locked_until), format_time(locked_until), message.sequence_number),
             )
         return locked_until
 
@@ -541,7 +541,7 @@ class LocalServiceBus:
             raise ValueError("max_messages must be at least 1")
         conn = self._connection()
         config, dead_lettered = self._entity(conn, queue)
-        now = _fmt(self._now())
+        now = format_time(self._now())
         rows = conn.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue = ? AND dead_lettered = ?"
             " ORDER BY sequence_number LIMIT ?",
@@ -552,7 +552,7 @@ class LocalServiceBus:
                 row,
                 delivery_count=row["delivery_count"],
                 lock_token="",
-                locked_until=_parse(row["locked_until"])
+                locked_until=parse_time(row["locked_until"])
                 if row["locked_until"] is not None and row["locked_until"] > now
                 else NOT_LOCKED,
             )
@@ -575,7 +575,7 @@ class LocalServiceBus:
             " COALESCE(SUM(dead_lettered = 0 AND locked_until > :now), 0) AS locked,"
             " COALESCE(SUM(dead_lettered = 1), 0) AS dead_letter"
             " FROM messages WHERE queue = :queue",
-            {"now": _fmt(self._now()), "queue": config.name},
+            {"now": format_time(self._now()), "queue": config.name},
         ).fetchone()
         return {key: int(row[key]) for key in ("active", "scheduled", "locked", "dead_letter")}
 
@@ -583,7 +583,10 @@ class LocalServiceBus:
         """The earliest future moment at which a message becomes receivable, in any queue."""
         row = (
             self._connection()
-            .execute("SELECT MIN(visible_at) AS due FROM messages WHERE visible_at > ?", (_fmt(self._now()),))
+            .execute(
+                "SELECT MIN(visible_at) AS due FROM messages WHERE visible_at > ?",
+                (format_time(self._now()),),
+            )
             .fetchone()
         )
         return _parse_optional(row["due"])
