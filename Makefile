@@ -41,7 +41,7 @@ clean:
 	rm -rf $(VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 local.settings.json:
-	cp local.settings.sample.json local.settings.json
+	cp local.settings.embedded.json local.settings.json
 
 run: $(STAMP) local.settings.json
 	$(BIN)/python -m devhost start

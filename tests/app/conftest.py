@@ -224,7 +224,7 @@ def start_app(
     clock: VirtualClock | None = None,
     settings: dict[str, str] | None = None,
 ) -> App:
-    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     data = tmp_path / "data"
     values |= {
         "SAS_DATA_DIR": str(data),

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_sample_local_settings_are_valid_and_build_the_embedded_ports(tmp_path: Path) -> None:
-    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     settings = Settings.from_env({**values, "SAS_DATA_DIR": str(tmp_path)})
     assert settings.status_queues == ("status-app-a", "status-app-b")
     assert settings.scheduler_policy.recovery.cooldown == timedelta(minutes=5)
@@ -45,7 +45,7 @@ def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None
 
 def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
     """C2: the budget's arithmetic assumes the agent-requests queue's MaxDeliveryCount."""
-    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     config = json.loads((ROOT / "servicebus" / "Config.json").read_text())
     [queue] = [
         q
