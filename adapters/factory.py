@@ -8,13 +8,22 @@ import os
 import socket
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from adapters.clock import SystemClock
 from adapters.sql_orders import sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_lease import SqliteLeaderLease
 from adapters.sqlite_state_store import SqliteStateStore
-from domain.ports import Clock, CompensationLog, LeaderLease, OrdersRepository, StateStore
+from domain.ports import (
+    Clock,
+    CompensationLog,
+    LeaderLease,
+    MessageSender,
+    MessageSettlement,
+    OrdersRepository,
+    StateStore,
+)
 from services.context import Ports
 from services.settings import Settings
 
@@ -40,22 +49,35 @@ def _leader(settings: Settings, clock: Clock) -> LeaderLease:
     return SqliteLeaderLease(Path(settings.data_dir) / "leases.db", "supervisor", ttl, clock)
 
 
-def build_ports(settings: Settings) -> Ports:
-    if settings.profile == "azure":
-        raise ValueError(
-            "the azure profile needs the Service Bus messaging adapter, which is not built yet; "
-            "the emulators profile runs the Azure store adapters with local messaging"
-        )
-    from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
+LOCAL_SERVICEBUS = "local"
 
+
+class Messaging(MessageSender, MessageSettlement, Protocol):
+    pass
+
+
+def _messaging(settings: Settings, clock: Clock) -> Messaging:
+    """devhost's local bus when ``ServiceBusConnection`` is "local", else Service Bus itself."""
+    connection = settings.servicebus_connection
+    if connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection):
+        if settings.profile == "azure":
+            raise ValueError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
+        from adapters.local_messaging import LocalMessaging  # noqa: PLC0415 - needs devhost
+
+        # The app's clock: under devhost's virtual clock, message times must be virtual too.
+        return LocalMessaging(settings.local_servicebus_path, clock.now)
+    from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs
+
+    return azure_stores.servicebus_messaging(settings)
+
+
+def build_ports(settings: Settings) -> Ports:
     clock: Clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
-    # Both local profiles use devhost's local Service Bus (the emulators profile until the
-    # Service Bus adapter lands).
-    messaging = LocalMessaging(settings.local_servicebus_path, clock.now)
+    messaging = _messaging(settings, clock)
     states: StateStore
     orders: OrdersRepository
     compensation_log: CompensationLog
-    if settings.profile == "emulators":
+    if settings.profile in ("emulators", "azure"):
         from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
 
         states = azure_stores.cosmos_state_store(settings)

@@ -12,8 +12,10 @@ import signal
 import sys
 from pathlib import Path
 
+from azure.servicebus.aio import ServiceBusClient
+
 from adapters import telemetry_export
-from agent_worker.messaging import LocalAgentMessaging
+from agent_worker.messaging import LocalAgentMessaging, ServiceBusAgentMessaging
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings, AgentSettingsError
 from agent_worker.worker import Agent
@@ -21,13 +23,23 @@ from devhost.servicebus import LocalServiceBus
 from devhost.settings import load_local_settings
 
 
+def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:
+    if settings.uses_local_servicebus:
+        bus = LocalServiceBus(settings.servicebus_path)
+        return LocalAgentMessaging(bus, settings.requests_queue, settings.replies_queue)
+    if settings.servicebus_connection and settings.servicebus_connection != "local":
+        client = ServiceBusClient.from_connection_string(settings.servicebus_connection)
+    else:
+        from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - Azure only
+
+        credential = DefaultAzureCredential(managed_identity_client_id=settings.managed_identity_client_id)
+        client = ServiceBusClient(str(settings.servicebus_namespace), credential)
+    return ServiceBusAgentMessaging(client, settings.requests_queue, settings.replies_queue)
+
+
 async def _run(settings: AgentSettings, name: str) -> int:
-    bus = LocalServiceBus(settings.servicebus_path)
-    agent = Agent(
-        settings,
-        LocalAgentMessaging(bus, settings.requests_queue, settings.replies_queue),
-        RemoteService(settings.remote_url, settings.call_timeout_seconds),
-    )
+    messaging = _messaging(settings)
+    agent = Agent(settings, messaging, RemoteService(settings.remote_url, settings.call_timeout_seconds))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, agent.stop)
@@ -37,7 +49,7 @@ async def _run(settings: AgentSettings, name: str) -> int:
         flush=True,
     )
     await agent.run()
-    bus.close()
+    await messaging.close()
     print(f"Agent {name} stopped: {agent.stats}", flush=True)
     return 0
 

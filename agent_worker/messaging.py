@@ -1,11 +1,18 @@
-"""The agent's queues. Embedded profile: devhost's local Service Bus, whose client is
-synchronous, so every call runs in a worker thread and the event loop never blocks."""
+"""The agent's queues: devhost's local Service Bus (embedded profile; its client is
+synchronous, so every call runs in a worker thread and the event loop never blocks), or
+Service Bus itself through the aio SDK."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
-from devhost.servicebus import LocalServiceBus, ReceivedMessage
+from azure.servicebus import ServiceBusMessage, ServiceBusReceivedMessage
+from azure.servicebus.aio import ServiceBusClient
+from azure.servicebus.exceptions import MessageAlreadySettled, MessageLockLostError
+
+from devhost.servicebus import LocalServiceBus, MessageLockLost, ReceivedMessage
+from devhost.servicebus_broker import RECEIVE_WAIT_SECONDS, received_view
 
 
 class AgentMessaging(Protocol):
@@ -38,6 +45,9 @@ class LocalAgentMessaging:
     async def renew_lock(self, message: ReceivedMessage) -> datetime:
         return await asyncio.to_thread(self.bus.renew_lock, message)
 
+    async def close(self) -> None:
+        await asyncio.to_thread(self.bus.close)
+
     async def reply(self, body: str, *, message_id: str, correlation_id: str) -> None:
         await asyncio.to_thread(
             self.bus.send,
@@ -47,3 +57,76 @@ class LocalAgentMessaging:
             correlation_id=correlation_id,
             content_type="application/json",
         )
+
+
+class ServiceBusAgentMessaging:
+    """The agent's queues on Service Bus (azure-servicebus aio). One receiver, so one lock:
+    the SDK's receiver is not safe for concurrent use, and settlement must use the link that
+    received the message. Receives wait briefly, so a settlement never queues for long."""
+
+    def __init__(self, client: ServiceBusClient, requests_queue: str, replies_queue: str) -> None:
+        self.client = client
+        self.requests_queue = requests_queue
+        self.receiver = client.get_queue_receiver(requests_queue, prefetch_count=0)
+        self.sender = client.get_queue_sender(replies_queue)
+        self._receiver_lock = asyncio.Lock()
+        self._sender_lock = asyncio.Lock()
+        self._held: dict[str, ServiceBusReceivedMessage] = {}
+
+    async def receive(self, max_messages: int) -> list[ReceivedMessage]:
+        async with self._receiver_lock:
+            batch = await self.receiver.receive_messages(
+                max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
+            )
+        views = []
+        for message in batch:
+            view = received_view(self.requests_queue, message)
+            self._held[view.lock_token] = message
+            views.append(view)
+        return views
+
+    async def _settle(self, message: ReceivedMessage, settle: Callable[[Any], Awaitable[None]]) -> None:
+        held = self._held.pop(message.lock_token, None)
+        if held is None:
+            raise MessageLockLost(f"request {message.message_id} is no longer held")
+        try:
+            async with self._receiver_lock:
+                await settle(held)
+        except (MessageLockLostError, MessageAlreadySettled) as error:
+            raise MessageLockLost(str(error)) from error
+
+    async def complete(self, message: ReceivedMessage) -> None:
+        await self._settle(message, self.receiver.complete_message)
+
+    async def abandon(self, message: ReceivedMessage) -> None:
+        await self._settle(message, self.receiver.abandon_message)
+
+    async def dead_letter(self, message: ReceivedMessage, reason: str, description: str) -> None:
+        await self._settle(
+            message,
+            lambda held: self.receiver.dead_letter_message(
+                held, reason=reason, error_description=description
+            ),
+        )
+
+    async def renew_lock(self, message: ReceivedMessage) -> datetime:
+        held = self._held.get(message.lock_token)
+        if held is None:
+            raise MessageLockLost(f"request {message.message_id} is no longer held")
+        try:
+            async with self._receiver_lock:
+                return await self.receiver.renew_message_lock(held)
+        except (MessageLockLostError, MessageAlreadySettled) as error:
+            raise MessageLockLost(str(error)) from error
+
+    async def reply(self, body: str, *, message_id: str, correlation_id: str) -> None:
+        message = ServiceBusMessage(
+            body, message_id=message_id, correlation_id=correlation_id, content_type="application/json"
+        )
+        async with self._sender_lock:
+            await self.sender.send_messages(message)
+
+    async def close(self) -> None:
+        await self.receiver.close()
+        await self.sender.close()
+        await self.client.close()

@@ -13,6 +13,11 @@ class AgentSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     remote_url: str = Field("http://127.0.0.1:7081", alias="AGENT_REMOTE_URL")
+    # "local" (or unset) is devhost's Service Bus at DEVHOST_SERVICEBUS_PATH; a connection string
+    # is a local broker; in Azure the namespace, reached with the agent's managed identity.
+    servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
+    servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
+    managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
     requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
     replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
@@ -25,6 +30,10 @@ class AgentSettings(BaseModel):
     breaker_recovery_seconds: float = Field(10.0, alias="AGENT_BREAKER_RECOVERY_SECONDS", gt=0)
     poll_interval_seconds: float = Field(0.05, alias="AGENT_POLL_INTERVAL_SECONDS", gt=0)
     shutdown_grace_seconds: float = Field(20.0, alias="AGENT_SHUTDOWN_GRACE_SECONDS", ge=0)
+
+    @property
+    def uses_local_servicebus(self) -> bool:
+        return not self.servicebus_namespace and self.servicebus_connection in (None, "local")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":

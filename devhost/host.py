@@ -36,7 +36,7 @@ from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
 from devhost.config import DevhostConfig, queues_from_emulator_config
 from devhost.durable import ActivityWork, DurableEngine, DurableStore
 from devhost.indexing import FunctionSpec, index, load_app
-from devhost.servicebus import LocalServiceBus, MessageLockLost, ReceivedMessage
+from devhost.servicebus import LocalServiceBus, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost.servicebus import format_time as ts
 from devhost.servicebus import parse_time as parse_ts
 from devhost.settings import SettingsError, load_local_settings
@@ -95,6 +95,18 @@ class ExtraSource(Protocol):
     def next_due(self) -> datetime | None: ...
 
 
+class TriggerBus(Protocol):
+    """What the Service Bus trigger loop needs: devhost's local bus, or a broker via the SDK."""
+
+    def queues(self) -> list[QueueConfig]: ...
+    def receive(self, queue: str, max_messages: int) -> list[ReceivedMessage]: ...
+    def complete(self, message: ReceivedMessage) -> None: ...
+    def abandon(self, message: ReceivedMessage) -> None: ...
+    def renew_lock(self, message: ReceivedMessage) -> datetime: ...
+    def next_due(self) -> datetime | None: ...
+    def close(self) -> None: ...
+
+
 class Host:
     def __init__(
         self,
@@ -128,12 +140,7 @@ class Host:
         self._lock_data_dir()
         set_current_clock(self.clock)
         self.functions = index(load_app(self.app_dir), self.env)
-        self.servicebus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
-        # The app's embedded messaging adapter and agent processes open the same file.
-        self.env["DEVHOST_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
-        if self.config.servicebus_config is not None:
-            for queue in queues_from_emulator_config(self.config.servicebus_config):
-                self.servicebus.declare(queue)
+        self.servicebus = self._trigger_bus()
         self._check_servicebus_triggers()
         self.store = DurableStore(self.config.data_dir / "durable.db")
         self.engine = DurableEngine(
@@ -182,18 +189,40 @@ class Host:
     def by_trigger(self, trigger_type: str) -> list[FunctionSpec]:
         return [f for f in self.functions if f.trigger_type == trigger_type]
 
+    def _connection(self, spec: FunctionSpec) -> str:
+        name = str(spec.trigger.get("connection") or "")
+        value = self.env.get(name) or self.env.get(f"{name}__fullyQualifiedNamespace")
+        if not value:
+            raise SettingsError(f"function {spec.name}: connection setting {name!r} is not set")
+        return value
+
+    def _trigger_bus(self) -> TriggerBus:
+        """devhost's local bus when the triggers' connection is "local", else the broker it names
+        (a connection string, or a namespace reached with DefaultAzureCredential)."""
+        declared = (
+            queues_from_emulator_config(self.config.servicebus_config)
+            if self.config.servicebus_config is not None
+            else []
+        )
+        connections = {self._connection(spec) for spec in self.by_trigger("serviceBusTrigger")}
+        if len(connections) > 1:
+            raise SettingsError("devhost runs Service Bus triggers on one connection; these differ")
+        if not connections or connections == {LOCAL_SERVICEBUS}:
+            bus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
+            # The app's embedded messaging adapter and agent processes open the same file.
+            self.env["DEVHOST_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
+            for queue in declared:
+                bus.declare(queue)
+            return bus
+        if isinstance(self.clock, VirtualClock):
+            raise SettingsError("a real Service Bus runs on real time: use serve(), not a virtual clock")
+        from devhost.servicebus_broker import BrokerServiceBus, broker_client  # noqa: PLC0415
+
+        return BrokerServiceBus(broker_client(connections.pop()), declared)
+
     def _check_servicebus_triggers(self) -> None:
         declared = {q.name for q in self.servicebus.queues()}
         for spec in self.by_trigger("serviceBusTrigger"):
-            connection = str(spec.trigger.get("connection") or "")
-            value = self.env.get(connection, self.env.get(f"{connection}__fullyQualifiedNamespace"))
-            if value is None:
-                raise SettingsError(f"function {spec.name}: connection setting {connection!r} is not set")
-            if value != LOCAL_SERVICEBUS:
-                raise SettingsError(
-                    f"function {spec.name}: connection {connection!r} must be {LOCAL_SERVICEBUS!r} "
-                    "(devhost's local Service Bus); a real broker is not supported yet"
-                )
             queue = str(spec.trigger["queueName"]).lower()
             if queue not in declared:
                 raise SettingsError(
@@ -388,7 +417,7 @@ class Host:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
         try:
-            settle(message)
+            await asyncio.get_running_loop().run_in_executor(self._pool, settle, message)
         except MessageLockLost:
             log.warning(
                 "lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name
@@ -402,7 +431,7 @@ class Host:
             if isinstance(self.clock, VirtualClock):
                 return  # virtual time only moves while the host is idle: a lock cannot expire mid-call
             await asyncio.sleep(interval)
-            self.servicebus.renew_lock(message)
+            await asyncio.get_running_loop().run_in_executor(self._pool, self.servicebus.renew_lock, message)
 
     # --- Durable: orchestrations and activities ---------------------------------------------
 

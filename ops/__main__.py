@@ -23,19 +23,41 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from rich.console import Console
 from rich.table import Table
 
 from adapters.factory import build_ports
-from adapters.local_messaging import LocalMessaging
 from devhost.settings import load_local_settings
 from domain.errors import IllegalTransition, RecordNotFound
 from domain.states import ProcessState
 from services import frontend, operator
 from services.context import Ports
 from services.settings import Settings, SettingsError
+
+
+class BrowsedMessage(Protocol):
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def delivery_count(self) -> int: ...
+    @property
+    def enqueued_time(self) -> datetime: ...
+    @property
+    def dead_letter_reason(self) -> str | None: ...
+    @property
+    def dead_letter_error_description(self) -> str | None: ...
+
+
+@runtime_checkable
+class QueueBrowser(Protocol):
+    """What both messaging adapters (devhost's local bus, Service Bus) offer operators."""
+
+    def peek(self, queue: str, limit: int) -> Sequence[BrowsedMessage]: ...
+    def resubmit_dead_letter(self, queue: str, message_id: str) -> bool: ...
 
 
 class Refused(Exception):
@@ -64,9 +86,9 @@ class Ops:
             self.console.print(_table(title, rows, columns))
 
     @property
-    def messaging(self) -> LocalMessaging:
+    def messaging(self) -> QueueBrowser:
         sender = self.ports.sender
-        if not isinstance(sender, LocalMessaging):
+        if not isinstance(sender, QueueBrowser):
             raise Refused(f"queue browsing is not available for profile {self.ports.settings.profile!r}")
         return sender
 

@@ -37,7 +37,8 @@ def _reject(
     order_id: str | None,
     event: str = "SubmissionRejected",
 ) -> None:
-    ports.settlement.dead_letter(delivery.queue, delivery.lock_token, reason, description)
+    # The alert first: where the host cannot dead-letter for the app (Azure without the SDK-type
+    # binding), the failed settlement makes the broker redeliver, and the reason is already out.
     raise_alert(
         ports.sender,
         queue=ports.settings.alerts_queue,
@@ -47,6 +48,7 @@ def _reject(
         order_id=order_id,
         dedup_key=delivery.message_id,
     )
+    ports.settlement.dead_letter(delivery.queue, delivery.lock_token, reason, description)
 
 
 def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:

@@ -51,6 +51,9 @@ class Settings(BaseModel):
     )
     tables_connection: str | None = Field(None, alias="CompensationLogConnection")
     tables_endpoint: str | None = Field(None, alias="CompensationLogConnection__tableServiceUri")
+    # "local" is devhost's Service Bus; a connection string is a local broker or the emulator.
+    servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
+    servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
     # "devhost": share devhost's clock, so a virtual clock in tests drives CompleteBy too.
