@@ -63,7 +63,7 @@ class Counting:
 
 
 async def run(orders: int) -> Counter[str]:
-    values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+    values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     with tempfile.TemporaryDirectory() as tmp:
         values |= {
             "SAS_DATA_DIR": f"{tmp}/data",

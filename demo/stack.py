@@ -84,7 +84,7 @@ class Stack:
         self.profile = profile or {}
         self.simulator_port = free_port()
         self.devhost_port = free_port()
-        values = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
+        values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
         self.env = {
             **os.environ,
             **values,
