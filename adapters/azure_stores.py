@@ -4,18 +4,30 @@ Azure: identity-based — an endpoint and the Function App's user-assigned manag
 (``AZURE_CLIENT_ID``), no keys. Emulators: the connection strings the local servers publish.
 """
 
+import re
 from datetime import timedelta
 from typing import Any
 
 from adapters.blob_lease import BlobLeaderLease
+from adapters.cosmos_recovery_index import CosmosRecoveryIndex
 from adapters.cosmos_state_store import CosmosStateStore
-from adapters.sql_orders import SQLITE_ODBC, SqlDialect, SqlOrdersRepository, pyodbc_orders_repository
+from adapters.servicebus_messaging import ServiceBusMessaging, client_from_connection
+from adapters.sql_orders import (
+    POSTGRESQL,
+    SQLITE_ODBC,
+    SQLSERVER,
+    SqlDialect,
+    SqlOrdersRepository,
+    pyodbc_orders_repository,
+)
 from adapters.table_compensation_log import TABLE, TableCompensationLog
 from services.settings import Settings
 
-SQLSERVER = SqlDialect("sqlserver", datetimes_as_text=False)
-POSTGRESQL = SqlDialect("postgresql", datetimes_as_text=False)
-DIALECTS = {"sqlite-odbc": SQLITE_ODBC, "sqlserver": SQLSERVER, "postgresql": POSTGRESQL}
+DIALECTS: dict[str, SqlDialect] = {
+    "sqlite-odbc": SQLITE_ODBC,
+    "sqlserver": SQLSERVER,
+    "postgresql": POSTGRESQL,
+}
 
 
 class MissingSetting(ValueError):
@@ -48,10 +60,99 @@ def cosmos_state_store(settings: Settings) -> CosmosStateStore:
     return CosmosStateStore(container, emulator=emulator)
 
 
+def cosmos_recovery_index(settings: Settings) -> CosmosRecoveryIndex:
+    """The recovery index container (E14), beside the state container in the same account."""
+    from azure.cosmos import CosmosClient  # noqa: PLC0415
+
+    if settings.cosmos_connection:
+        client = CosmosClient.from_connection_string(settings.cosmos_connection, connection_verify=False)
+        emulator = True
+    elif settings.cosmos_endpoint:
+        client = CosmosClient(settings.cosmos_endpoint, credential=_credential(settings))
+        emulator = False
+    else:
+        raise MissingSetting(
+            "set CosmosDBConnection__accountEndpoint (azure) or CosmosDBConnection (emulator)"
+        )
+    container = client.get_database_client(settings.cosmos_database).get_container_client(
+        settings.cosmos_recovery_container
+    )
+    return CosmosRecoveryIndex(
+        container, timedelta(minutes=settings.recovery_bucket_minutes), emulator=emulator
+    )
+
+
+# One ``key=value`` pair: a value in braces may hold ``;`` (``}}`` is a literal ``}`` inside).
+_ODBC_ATTRIBUTE = re.compile(r"\s*([^=;]+?)\s*=\s*(\{(?:[^}]|\}\})*\}|[^;]*?)\s*(?:;|$)")
+
+
+def odbc_attributes(connection_string: str) -> dict[str, str]:
+    """The pairs of an ODBC connection string, keys lower-cased (ODBC keys ignore case)."""
+    attributes: dict[str, str] = {}
+    text = connection_string.strip()
+    position = 0
+    while position < len(text):
+        match = _ODBC_ATTRIBUTE.match(text, position)
+        if match is None:
+            # The position only: the string may hold a secret that must not reach a log.
+            raise ValueError(f"SqlConnection is not an ODBC connection string (at character {position})")
+        attributes[match[1].lower()] = match[2]
+        position = match.end()
+    return attributes
+
+
+ODBC_DRIVER_18 = "{ODBC Driver 18 for SQL Server}"
+_PASSWORD_KEYS = ("pwd", "password")
+_UNENCRYPTED = ("no", "false", "optional")
+
+
+def azure_sql_connection_string(settings: Settings) -> str:
+    """``SqlConnection`` for the sqlserver dialect, completed for Azure SQL with Entra ID only.
+
+    In Azure the setting names just the server and database
+    (``Server=tcp:<server>.database.windows.net,1433;Database=<db>``) and ``AZURE_CLIENT_ID`` the
+    Function App's user-assigned managed identity. What is missing is added: ODBC Driver 18,
+    ``Encrypt=yes``, and ``Authentication=ActiveDirectoryMsi;UID=<client id>`` (without UID the
+    driver would try a system-assigned identity the app does not have). Attributes already in
+    the setting are kept. The azure profile refuses a password or an unencrypted connection: no
+    keys anywhere, and a secret in app settings is exactly what identity-based access avoids. The
+    emulators profile passes SQL logins through (a local SQL Server container has no Entra ID).
+    """
+    assert settings.sql_connection is not None
+    attributes = odbc_attributes(settings.sql_connection)
+    azure = settings.profile == "azure"
+    if azure and any(key in attributes for key in _PASSWORD_KEYS):
+        raise ValueError(
+            "SqlConnection must not hold a password: Azure SQL is Entra-only here, reached with the "
+            "managed identity in AZURE_CLIENT_ID (remove Pwd/Password)"
+        )
+    if azure and attributes.get("encrypt", "yes").lower() in _UNENCRYPTED:
+        raise ValueError("SqlConnection must not turn encryption off for Azure SQL (Encrypt=yes)")
+    additions: list[str] = []
+    if "driver" not in attributes:
+        additions.append(f"Driver={ODBC_DRIVER_18}")
+    if "encrypt" not in attributes:
+        additions.append("Encrypt=yes")
+    if not any(key in attributes for key in ("authentication", "trusted_connection", *_PASSWORD_KEYS)):
+        additions.append("Authentication=ActiveDirectoryMsi")
+        attributes["authentication"] = "ActiveDirectoryMsi"
+    if attributes.get("authentication", "").lower() == "activedirectorymsi" and "uid" not in attributes:
+        if not settings.managed_identity_client_id:
+            raise MissingSetting(
+                "set AZURE_CLIENT_ID to the client ID of the Function App's user-assigned managed "
+                "identity: Azure SQL is reached with Authentication=ActiveDirectoryMsi"
+            )
+        additions.append(f"UID={settings.managed_identity_client_id}")
+    return ";".join([settings.sql_connection.strip().rstrip(";"), *additions])
+
+
 def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
     if not settings.sql_connection:
         raise MissingSetting("set SqlConnection to an ODBC connection string")
-    return pyodbc_orders_repository(settings.sql_connection, DIALECTS[settings.sql_dialect])
+    connection_string = settings.sql_connection
+    if settings.sql_dialect == "sqlserver":
+        connection_string = azure_sql_connection_string(settings)
+    return pyodbc_orders_repository(connection_string, DIALECTS[settings.sql_dialect])
 
 
 def table_compensation_log(settings: Settings) -> TableCompensationLog:
@@ -84,3 +185,9 @@ def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
     if not container.exists():
         container.create_container()
     return BlobLeaderLease(container.get_blob_client("supervisor"), ttl)
+
+
+def servicebus_messaging(settings: Settings) -> ServiceBusMessaging:
+    credential = None if settings.servicebus_connection else _credential(settings)
+    client = client_from_connection(settings.servicebus_connection, settings.servicebus_namespace, credential)
+    return ServiceBusMessaging(client)

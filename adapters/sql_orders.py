@@ -2,9 +2,11 @@
 
 The SQL uses ``?`` parameters and is valid on SQLite, PostgreSQL and T-SQL alike:
 ``INSERT ... SELECT ... WHERE NOT EXISTS`` instead of ``ON CONFLICT``, no ``LIMIT``, no
-``RETURNING``. The embedded profile runs it through stdlib ``sqlite3``; the emulators and Azure
-profiles run the same class through pyodbc. Money is stored in integer minor units so that no
-driver's DECIMAL quirks (SQLite-ODBC returns strings) can change a total.
+``RETURNING``. What still differs by engine (the schema's column types, how a duplicate key is
+reported) is data in ``SqlDialect``, never a second copy of the SQL. The embedded profile runs it
+through stdlib ``sqlite3``; the emulators and Azure profiles run the same class through pyodbc.
+Money is stored in integer minor units so that no driver's DECIMAL quirks (SQLite-ODBC returns
+strings) can change a total.
 """
 
 import sqlite3
@@ -42,28 +44,19 @@ class Connection(Protocol):
     def close(self) -> Any: ...
 
 
-@dataclass(frozen=True)
-class SqlDialect:
-    name: str
-    # stdlib sqlite3 has no DATETIME2: store sortable ISO text there, datetimes elsewhere.
-    datetimes_as_text: bool
-
-
-SQLITE = SqlDialect("sqlite", datetimes_as_text=True)
-# SQLite-ODBC truncates datetime parameters to milliseconds (design.md §6): send text instead.
-SQLITE_ODBC = SqlDialect("sqlite-odbc", datetimes_as_text=True)
-
-# DDL is the one part that differs by engine; the other engines' scripts come with their adapters.
-SQLITE_SCHEMA = """
+# DDL is the one part of the SQL that must be spelled per engine: T-SQL's NVARCHAR and DATETIME2
+# do not exist on PostgreSQL (SQLite accepts any type name). Azure SQL's schema is created by
+# the post-provision script, not here (T-SQL has no CREATE TABLE IF NOT EXISTS).
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS Orders (
     OrderID     VARCHAR(64)  NOT NULL PRIMARY KEY,
-    Customer    NVARCHAR(200) NOT NULL,
+    Customer    {nvarchar}(200) NOT NULL,
     TotalMinor  BIGINT       NOT NULL,
     StatusQueue VARCHAR(50)  NOT NULL,
     OrderHash   CHAR(64)     NOT NULL,
     Status      VARCHAR(32)  NOT NULL,
-    CreatedAt   DATETIME2    NOT NULL,
-    UpdatedAt   DATETIME2    NOT NULL
+    CreatedAt   {datetime2}  NOT NULL,
+    UpdatedAt   {datetime2}  NOT NULL
 );
 CREATE TABLE IF NOT EXISTS OrderLines (
     OrderID        VARCHAR(64) NOT NULL REFERENCES Orders (OrderID),
@@ -74,6 +67,46 @@ CREATE TABLE IF NOT EXISTS OrderLines (
     PRIMARY KEY (OrderID, LineNumber)
 );
 """
+SQLITE_SCHEMA = _SCHEMA.format(nvarchar="NVARCHAR", datetime2="DATETIME2")
+# VARCHAR is Unicode in a UTF8 database; TIMESTAMP(6) keeps the microseconds Python has.
+POSTGRESQL_SCHEMA = _SCHEMA.format(nvarchar="VARCHAR", datetime2="TIMESTAMP(6)")
+
+
+@dataclass(frozen=True)
+class SqlDialect:
+    """What differs between engines, as data: the SQL statements themselves are shared."""
+
+    name: str
+    # stdlib sqlite3 has no DATETIME2: store sortable ISO text there, datetimes elsewhere.
+    datetimes_as_text: bool
+    # How the engine reports a duplicate key: the SQLSTATE in ``error.args[0]`` (ODBC drivers
+    # that pass the server's own SQLSTATE through), or text in the message.
+    duplicate_key_sqlstate: str | None = None
+    duplicate_key_texts: tuple[str, ...] = ()
+
+    def is_duplicate_key(self, error: BaseException) -> bool:
+        # DB-API 2.0: every driver's exceptions derive from a class named Error (sqlite3.Error,
+        # pyodbc.Error); anything else is not the database talking.
+        if not any(cls.__name__ == "Error" for cls in type(error).__mro__):
+            return False
+        if self.duplicate_key_sqlstate is not None and error.args[:1] == (self.duplicate_key_sqlstate,):
+            return True
+        message = str(error)
+        return any(text in message for text in self.duplicate_key_texts)
+
+
+# sqlite3 raises IntegrityError, the SQLite-ODBC driver a plain pyodbc.Error with SQLSTATE HY000:
+# only the message says it is a duplicate ("PRIMARY KEY must be unique" before SQLite 3.8.2).
+_SQLITE_DUPLICATE_TEXTS = ("UNIQUE constraint failed", "PRIMARY KEY must be unique")
+SQLITE = SqlDialect("sqlite", datetimes_as_text=True, duplicate_key_texts=_SQLITE_DUPLICATE_TEXTS)
+# SQLite-ODBC truncates datetime parameters to milliseconds (design.md §6): send text instead.
+SQLITE_ODBC = SqlDialect("sqlite-odbc", datetimes_as_text=True, duplicate_key_texts=_SQLITE_DUPLICATE_TEXTS)
+# psqlODBC passes the server's SQLSTATE through: 23505 is unique_violation, and only that.
+POSTGRESQL = SqlDialect("postgresql", datetimes_as_text=False, duplicate_key_sqlstate="23505")
+# ODBC Driver 18 reports every integrity violation as SQLSTATE 23000 (foreign keys and NOT NULL
+# too), so the native error number decides, which pyodbc writes as "(2627)" after the message:
+# 2627 is a PRIMARY KEY or UNIQUE constraint, 2601 a unique index.
+SQLSERVER = SqlDialect("sqlserver", datetimes_as_text=False, duplicate_key_texts=("(2627)", "(2601)"))
 
 _INSERT_ORDER = (
     "INSERT INTO Orders (OrderID, Customer, TotalMinor, StatusQueue, OrderHash, Status,"
@@ -83,22 +116,12 @@ _INSERT_ORDER = (
 _INSERT_LINE = (
     "INSERT INTO OrderLines (OrderID, LineNumber, Sku, Quantity, UnitPriceMinor) VALUES (?, ?, ?, ?, ?)"
 )
+# Columns are read by position, so PostgreSQL folding unquoted names to lower case changes nothing.
 _SELECT_ORDER = (
     "SELECT OrderID, Customer, TotalMinor, StatusQueue, OrderHash, Status, CreatedAt, UpdatedAt"
     " FROM Orders WHERE OrderID = ?"
 )
 _SELECT_LINES = "SELECT Sku, Quantity, UnitPriceMinor FROM OrderLines WHERE OrderID = ? ORDER BY LineNumber"
-
-# Duplicate-key errors by engine: SQL Server 2627/2601, PostgreSQL 23505, SQLite's own text.
-_DUPLICATE_MARKERS = ("2627", "2601", "23505", "UNIQUE constraint failed", "PRIMARY KEY must be unique")
-
-
-def is_duplicate_key(error: BaseException) -> bool:
-    """Each driver says it differently: sqlite3 and most ODBC drivers raise IntegrityError, the
-    SQLite-ODBC driver a plain pyodbc.Error with SQLSTATE HY000; the message tells them apart."""
-    return type(error).__name__ in ("IntegrityError", "Error") and any(
-        marker in str(error) for marker in _DUPLICATE_MARKERS
-    )
 
 
 def to_minor(amount: Decimal) -> int:
@@ -169,7 +192,7 @@ class SqlOrdersRepository:
                     )
         except Exception as error:
             # Two submissions racing past NOT EXISTS: the loser lands here and compares below.
-            if not is_duplicate_key(error):
+            if not self._dialect.is_duplicate_key(error):
                 raise
             created = False
         if created:
@@ -236,7 +259,8 @@ def pyodbc_orders_repository(
 ) -> SqlOrdersRepository:
     """The same repository through pyodbc (Azure SQL with ODBC Driver 18, PostgreSQL, SQLite-ODBC).
 
-    ``schema``: DDL to run first (tests and local set-up); in Azure the post-provision script owns it.
+    ``schema``: DDL to run first (tests and local set-up: ``SQLITE_SCHEMA``, ``POSTGRESQL_SCHEMA``);
+    in Azure the post-provision script owns it.
     """
     import pyodbc  # noqa: PLC0415 - only the profiles that use ODBC need the driver manager
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# System packages the tests need beyond Python: the ODBC driver manager and the SQLite ODBC
-# driver (the orders repository's pyodbc path), and Node.js for the emulators. Installs what is
+# System packages the tests need beyond Python: the ODBC driver manager with the SQLite and
+# PostgreSQL ODBC drivers and the PostgreSQL server (the orders repository's pyodbc paths; the
+# tests start their own throwaway cluster), and Node.js for the emulators. Installs what is
 # missing when run as root (CI, this project's machines); otherwise says what to install.
 set -euo pipefail
 
 missing=()
 odbcinst -q -d 2>/dev/null | grep -q '^\[SQLite3\]$' || missing+=(unixodbc libsqliteodbc)
+odbcinst -q -d 2>/dev/null | grep -q '^\[PostgreSQL Unicode\]$' || missing+=(unixodbc odbc-postgresql)
+# Debian keeps the server binaries out of PATH, one directory per major version.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 
 if [ ${#missing[@]} -eq 0 ]; then

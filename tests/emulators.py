@@ -1,11 +1,21 @@
 """Local servers for the emulators profile, started once per test session (per xdist worker):
-the Cosmos DB API server and Azurite, both installed by ``make emulators``."""
+the Cosmos DB API server and Azurite, both installed by ``make emulators``, and a PostgreSQL
+cluster reached over ODBC (``make system-deps``)."""
 
+import os
+import pwd
+import re
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import urllib3
@@ -121,3 +131,147 @@ def azurite_tables(azurite: list[int]) -> str:
 @pytest.fixture(scope="session")
 def azurite_blob_endpoint(azurite: list[int]) -> str:
     return f"http://127.0.0.1:{azurite[0]}/devstoreaccount1"
+
+
+# PostgreSQL over ODBC (psqlODBC): the orders repository's third engine. The server binaries
+# come from Debian's `postgresql` package, the driver from `odbc-postgresql` (make system-deps).
+POSTGRES_LIB = Path("/usr/lib/postgresql")
+POSTGRES_ODBC_DRIVER = "PostgreSQL Unicode"
+# Trust authentication: the server listens on loopback only and holds throwaway test data.
+INITDB_OPTIONS = ("--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+# Test data only: no durability, and little memory, since other test processes share the machine.
+POSTGRES_SETTINGS = (
+    "listen_addresses=127.0.0.1",
+    "fsync=off",
+    "synchronous_commit=off",
+    "full_page_writes=off",
+    "shared_buffers=32MB",
+    "max_connections=50",
+)
+
+
+def _postgres_bin() -> Path:
+    """The newest installed server's bin directory: Debian installs each major version in
+    /usr/lib/postgresql/<major>/bin, not on PATH."""
+    versions = [
+        path
+        for path in POSTGRES_LIB.glob("*")
+        if path.name.isdigit() and (path / "bin" / "postgres").exists()
+    ]
+    if not versions:
+        pytest.fail(
+            f"the PostgreSQL server is not installed (no {POSTGRES_LIB}/<version>/bin/postgres): "
+            "run `make system-deps` (make test does)"
+        )
+    return max(versions, key=lambda path: int(path.name)) / "bin"
+
+
+def _as_postgres_user() -> dict[str, Any]:
+    """Popen arguments that drop root: initdb and postgres refuse to run as root (CI is root)."""
+    if os.geteuid() != 0:
+        return {}
+    nobody = pwd.getpwnam("nobody")
+    return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+
+
+@pytest.fixture(scope="session")
+def postgres_odbc() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback for this test session (one per xdist worker);
+    yields a pyodbc connection string to its ``postgres`` database as superuser ``postgres``
+    (trust authentication, loopback only). ``new_postgres_database`` gives each test its own."""
+    import pyodbc  # noqa: PLC0415 - only the SQL tests need the driver manager
+
+    if POSTGRES_ODBC_DRIVER not in pyodbc.drivers():
+        pytest.fail(
+            f"the {POSTGRES_ODBC_DRIVER} ODBC driver is not installed (Debian: odbc-postgresql): "
+            "run `make system-deps` (make test does)"
+        )
+    bin_dir = _postgres_bin()
+    as_user = _as_postgres_user()
+    # Not under pytest's basetemp: that is private to root (0700), and the server runs as nobody.
+    workdir = Path(tempfile.mkdtemp(prefix="sas-postgres-"))
+    if as_user:
+        os.chown(workdir, as_user["user"], as_user["group"])
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        initdb = subprocess.run(
+            [str(bin_dir / "initdb"), "-D", str(workdir / "data"), "-U", "postgres", *INITDB_OPTIONS],
+            capture_output=True,
+            text=True,
+            cwd=workdir,
+            check=False,
+            **as_user,
+        )
+        if initdb.returncode != 0:
+            pytest.fail(f"initdb failed: {initdb.stderr or initdb.stdout}")
+        # Another worker may take the free port before the server binds it: try a few.
+        for _attempt in range(3):
+            server, connection_string = _start_postgres(bin_dir, workdir, as_user)
+            if server.poll() is None:
+                break
+        else:
+            pytest.fail(f"PostgreSQL did not start: {_postgres_log(workdir)}")
+        yield connection_string
+    finally:
+        if server is not None and server.poll() is None:
+            # SIGINT is PostgreSQL's fast shutdown: it ends open sessions instead of waiting for them.
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_postgres(
+    bin_dir: Path, workdir: Path, as_user: dict[str, Any]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Starts the server and waits until it answers over ODBC; a server that exited is returned
+    as is (its log says why) so the caller can retry on another port."""
+    import pyodbc  # noqa: PLC0415
+
+    port = _free_port()
+    with (workdir / "postgres.log").open("ab") as log:
+        server = subprocess.Popen(
+            [str(bin_dir / "postgres"), "-D", str(workdir / "data"), "-k", str(workdir), "-p", str(port)]
+            + [option for setting in POSTGRES_SETTINGS for option in ("-c", setting)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            **as_user,
+        )
+    connection_string = (
+        f"Driver={{{POSTGRES_ODBC_DRIVER}}};Server=127.0.0.1;Port={port};Uid=postgres;Pwd=;Database=postgres"
+    )
+    deadline = time.monotonic() + 30
+    while server.poll() is None:
+        try:
+            pyodbc.connect(connection_string, timeout=2).close()
+            return server, connection_string
+        except pyodbc.Error:
+            if time.monotonic() > deadline:
+                server.kill()
+                server.wait(timeout=10)
+                pytest.fail(f"PostgreSQL did not answer in 30 s: {_postgres_log(workdir)}")
+            time.sleep(0.1)
+    return server, connection_string
+
+
+def _postgres_log(workdir: Path) -> str:
+    return (workdir / "postgres.log").read_text(errors="replace")[-2000:]
+
+
+def new_postgres_database(connection_string: str) -> str:
+    """Creates an empty database in the ``postgres_odbc`` cluster and returns a connection string
+    to it: tests that assume an empty store each get their own (CREATE DATABASE takes ~30 ms)."""
+    import pyodbc  # noqa: PLC0415
+
+    name = f"t{uuid.uuid4().hex[:16]}"
+    # CREATE DATABASE cannot run inside a transaction.
+    admin = pyodbc.connect(connection_string, autocommit=True)
+    try:
+        admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        admin.close()
+    return re.sub(r"Database=[^;]*$", f"Database={name}", connection_string)

@@ -6,14 +6,19 @@ assertions stay the same.
 
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
+from adapters import cosmos_recovery_index
+from adapters.cosmos_recovery_index import CosmosRecoveryIndex
 from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sql_orders import (
+    POSTGRESQL,
+    POSTGRESQL_SCHEMA,
     SQLITE_ODBC,
     SQLITE_SCHEMA,
     SqlOrdersRepository,
@@ -21,9 +26,12 @@ from adapters.sql_orders import (
     sqlite_orders_repository,
 )
 from adapters.sqlite_compensation_log import SqliteCompensationLog
+from adapters.sqlite_recovery_index import SqliteRecoveryIndex
 from adapters.sqlite_state_store import SqliteStateStore
 from adapters.table_compensation_log import TABLE, TableCompensationLog
-from domain.ports import CompensationLog, OrdersRepository, StateStore
+from domain.ports import CompensationLog, OrdersRepository, RecoveryIndex, StateStore
+from services.indexed_state_store import IndexedStateStore
+from tests.emulators import new_postgres_database
 
 
 def _cosmos_store(client: CosmosClient) -> StateStore:
@@ -50,8 +58,39 @@ STATE_STORES: dict[str, StateStoreFactory] = {
     "cosmos": lambda tmp, request: _cosmos_store(request.getfixturevalue("cosmos_client")),
 }
 
+RECOVERY_BUCKET = timedelta(minutes=5)
 
-def _sqlite_odbc(tmp: Path) -> SqlOrdersRepository:
+
+def _cosmos_index(client: CosmosClient) -> RecoveryIndex:
+    database = client.create_database_if_not_exists("sas")
+    container = database.create_container(
+        f"{cosmos_recovery_index.CONTAINER}-{uuid.uuid4().hex[:12]}",
+        PartitionKey(cosmos_recovery_index.PARTITION_KEY_PATH),
+    )
+    return CosmosRecoveryIndex(container, RECOVERY_BUCKET, emulator=True)
+
+
+RecoveryIndexFactory = Callable[[Path, pytest.FixtureRequest], RecoveryIndex]
+
+RECOVERY_INDEXES: dict[str, RecoveryIndexFactory] = {
+    "sqlite": lambda tmp, request: SqliteRecoveryIndex(tmp / "recovery_index.db", RECOVERY_BUCKET),
+    "cosmos": lambda tmp, request: _cosmos_index(request.getfixturevalue("cosmos_client")),
+}
+
+
+def _indexed(backend: str) -> StateStoreFactory:
+    """The backend's store behind the recovery index (E14): the same contract must hold."""
+
+    def build(tmp: Path, request: pytest.FixtureRequest) -> StateStore:
+        return IndexedStateStore(STATE_STORES[backend](tmp, request), RECOVERY_INDEXES[backend](tmp, request))
+
+    return build
+
+
+STATE_STORES |= {f"{backend}+index": _indexed(backend) for backend in ("sqlite", "cosmos")}
+
+
+def _sqlite_odbc(tmp: Path, request: pytest.FixtureRequest) -> SqlOrdersRepository:
     import pyodbc  # noqa: PLC0415
 
     if "SQLite3" not in pyodbc.drivers():
@@ -61,9 +100,16 @@ def _sqlite_odbc(tmp: Path) -> SqlOrdersRepository:
     )
 
 
-ORDERS_REPOSITORIES: dict[str, Callable[[Path], SqlOrdersRepository]] = {
-    "sqlite3": lambda tmp: sqlite_orders_repository(tmp / "orders.db"),
+def _postgres_odbc(tmp: Path, request: pytest.FixtureRequest) -> SqlOrdersRepository:
+    # A database per test in the session's cluster: the contract tests assume an empty store.
+    database = new_postgres_database(request.getfixturevalue("postgres_odbc"))
+    return pyodbc_orders_repository(database, POSTGRESQL, POSTGRESQL_SCHEMA)
+
+
+ORDERS_REPOSITORIES: dict[str, Callable[[Path, pytest.FixtureRequest], SqlOrdersRepository]] = {
+    "sqlite3": lambda tmp, request: sqlite_orders_repository(tmp / "orders.db"),
     "pyodbc-sqlite": _sqlite_odbc,
+    "pyodbc-postgresql": _postgres_odbc,
 }
 COMPENSATION_LOGS: dict[str, Callable[[Path, pytest.FixtureRequest], CompensationLog]] = {
     "sqlite": lambda tmp, request: SqliteCompensationLog(tmp / "compensation.db"),
@@ -86,7 +132,7 @@ def state_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stat
 
 @pytest.fixture(params=sorted(ORDERS_REPOSITORIES))
 def orders_repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OrdersRepository]:
-    repository = ORDERS_REPOSITORIES[request.param](tmp_path)
+    repository = ORDERS_REPOSITORIES[request.param](tmp_path, request)
     yield repository
     _close(repository)
 
@@ -96,3 +142,20 @@ def compensation_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     log = COMPENSATION_LOGS[request.param](tmp_path, request)
     yield log
     _close(log)
+
+
+@pytest.fixture(params=sorted(RECOVERY_INDEXES))
+def recovery_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RecoveryIndex]:
+    index = RECOVERY_INDEXES[request.param](tmp_path, request)
+    yield index
+    _close(index)
+
+
+@pytest.fixture(params=sorted(RECOVERY_INDEXES))
+def indexed_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexedStateStore]:
+    """A state store behind a recovery index, with both parts reachable for the index's own tests."""
+    store = IndexedStateStore(
+        STATE_STORES[request.param](tmp_path, request), RECOVERY_INDEXES[request.param](tmp_path, request)
+    )
+    yield store
+    store.close()

@@ -1,6 +1,7 @@
 """The OrdersRepository contract: insert-if-absent, compare, never overwrite."""
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
@@ -55,23 +56,43 @@ def test_different_data_under_the_same_id_is_a_conflict_and_changes_nothing(
     assert orders_repository.get("o-1") == order()
 
 
-def test_concurrent_inserts_of_one_order_create_it_once(orders_repository: OrdersRepository) -> None:
-    barrier = threading.Barrier(10)
-    outcomes: list[InsertOutcome] = []
+RACERS = 10
 
-    def insert() -> None:
+
+def _race(insert: Callable[[int], InsertOutcome]) -> list[InsertOutcome]:
+    """Runs ``insert(i)`` on RACERS threads released together, so their INSERTs overlap: on
+    PostgreSQL some get past NOT EXISTS and lose on the primary key instead (SQLSTATE 23505).
+    Returns the outcomes by ``i``; a thread that raised leaves a gap, which fails the lookup."""
+    barrier = threading.Barrier(RACERS)
+    outcomes: dict[int, InsertOutcome] = {}
+
+    def run(i: int) -> None:
         barrier.wait()
-        outcomes.append(orders_repository.insert_if_absent(order()))
+        outcomes[i] = insert(i)
 
-    threads = [threading.Thread(target=insert) for _ in range(10)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(RACERS)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return [outcomes[i] for i in range(RACERS)]
+
+
+def test_concurrent_inserts_of_one_order_create_it_once(orders_repository: OrdersRepository) -> None:
+    outcomes = _race(lambda i: orders_repository.insert_if_absent(order()))
     assert outcomes.count(InsertOutcome.CREATED) == 1
-    assert outcomes.count(InsertOutcome.EXISTS_MATCHING) == 9
-    stored = orders_repository.get("o-1")
-    assert stored is not None and len(stored.Lines) == 2
+    assert outcomes.count(InsertOutcome.EXISTS_MATCHING) == RACERS - 1
+    assert orders_repository.get("o-1") == order()
+
+
+def test_concurrent_inserts_of_different_data_under_one_id_keep_exactly_one(
+    orders_repository: OrdersRepository,
+) -> None:
+    candidates = [order(order_hash=f"{i:064x}") for i in range(RACERS)]
+    outcomes = _race(lambda i: orders_repository.insert_if_absent(candidates[i]))
+    assert outcomes.count(InsertOutcome.CREATED) == 1
+    assert outcomes.count(InsertOutcome.CONFLICT) == RACERS - 1
+    assert orders_repository.get("o-1") == candidates[outcomes.index(InsertOutcome.CREATED)]
 
 
 def test_update_status(orders_repository: OrdersRepository) -> None:
