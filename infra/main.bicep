@@ -1,0 +1,369 @@
+// The Scheduler Agent Supervisor reference deployment (azd): one resource group holding the
+// Function App (Flex Consumption), the Agent (Container Apps), Service Bus, Cosmos DB, Azure SQL,
+// storage, monitoring and alerts. No keys anywhere: every connection uses a managed identity and
+// every data service has local (key / SQL) authentication disabled.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the azd environment; names the resource group and seeds every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Azure region of every resource (one with Flex Consumption, e.g. eastus2, swedencentral).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Object ID of the deploying principal (azd sets AZURE_PRINCIPAL_ID): the Entra administrator of the SQL server, used by the post-provision script.')
+param principalId string
+
+@description('Kind of the deploying principal: User, or ServicePrincipal when a pipeline deploys.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+])
+param principalType string = 'User'
+
+@description('Name shown for the SQL Entra administrator (your UPN, or the pipeline service principal name).')
+param principalName string = 'azd-deployer'
+
+@description('Submitting applications: [{ "name": "app-a", "principalId": "<object ID of its identity, or empty>" }]. Each gets the private status queue status-<name> and, with a principalId, Sender on orders and the only Receiver role on its status queue (E16).')
+param submittingApps array
+
+@description('Email address that receives operator alerts, dead-letter alerts and Supervisor errors; empty for none.')
+param alertEmail string = ''
+
+@minLength(1)
+@description('Base URL of the remote service the agent calls (AGENT_REMOTE_URL).')
+param agentRemoteUrl string
+
+@description('Agent image; azd sets SERVICE_AGENT_IMAGE_NAME after the first deploy. Empty: a placeholder image until then.')
+param agentImageName string = ''
+
+@minValue(1)
+@maxValue(256)
+@description('Requests one agent replica works on at once (AGENT_CONCURRENCY).')
+param agentConcurrency int = 8
+
+@minValue(1)
+@maxValue(10)
+@description('Number of agent replicas.')
+param agentReplicas int = 1
+
+@description('Data classification tag of the order data; the compensation log storage gets the same tag and retention (C5).')
+param dataClassification string = 'Confidential'
+
+@minValue(40)
+@maxValue(1000)
+@description('Most instances the Function App scales out to.')
+param functionMaximumInstanceCount int = 40
+
+@allowed([
+  2048
+  4096
+])
+@description('Memory of each Function App instance in MB.')
+param functionInstanceMemoryMB int = 2048
+
+@description('Workflow version new orders run (SAS_WORKFLOW_VERSION, C7).')
+@allowed([
+  'v1'
+  'v2'
+])
+param workflowVersion string = 'v1'
+
+@description('NCRONTAB (six fields) of the Scheduler starter (SAS_STARTER_SCHEDULE).')
+param starterSchedule string = '*/10 * * * * *'
+
+@description('NCRONTAB (six fields) of the Supervisor (SAS_SUPERVISOR_SCHEDULE).')
+param supervisorSchedule string = '*/30 * * * * *'
+
+@minValue(15)
+@maxValue(60)
+@description('Seconds the Supervisor leader lease lasts; longer than the Supervisor cadence (SAS_LEADER_LEASE_SECONDS).')
+param leaderLeaseSeconds int = 45
+
+@description('Whether the Supervisor scans the recovery index container (SAS_RECOVERY_INDEX, E14).')
+param recoveryIndexEnabled bool = false
+
+@description('Minutes of inactivity before the serverless SQL database pauses (-1 never pauses).')
+param sqlAutoPauseDelayMinutes int = 60
+
+@minValue(30)
+@maxValue(730)
+@description('Days Log Analytics and Application Insights keep telemetry.')
+param logRetentionInDays int = 30
+
+@minValue(1)
+@maxValue(365)
+@description('Days deleted blobs and containers stay recoverable in both storage accounts.')
+param storageDeleteRetentionDays int = 7
+
+var abbrs = loadJsonContent('abbreviations.json')
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+// C5: the compensation log is classified like the orders and state records it tracks.
+var dataTags = union(tags, {
+  'data-classification': dataClassification
+})
+var functionAppName = '${abbrs.webSitesFunctions}api-${resourceToken}'
+var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
+var compensationLogTableName = 'compensationlog'
+var sqlAdminPrincipalType = principalType == 'ServicePrincipal' ? 'Application' : 'User'
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: '${abbrs.resourcesResourceGroups}${environmentName}'
+  location: location
+  tags: tags
+}
+
+module appIdentity 'modules/identity.bicep' = {
+  name: 'app-identity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}api-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module agentIdentity 'modules/identity.bicep' = {
+  name: 'agent-identity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}agent-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+    applicationInsightsName: '${abbrs.insightsComponents}${resourceToken}'
+    location: location
+    tags: tags
+    retentionInDays: logRetentionInDays
+  }
+}
+
+// The Functions host storage: AzureWebJobsStorage, the deployment package, the Durable task hub,
+// timer locks and the Supervisor's leader lease (container "leases").
+module hostStorage 'modules/storage.bicep' = {
+  name: 'host-storage'
+  scope: rg
+  params: {
+    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    containers: [
+      deploymentContainerName
+      'leases'
+    ]
+    tables: []
+    deleteRetentionDays: storageDeleteRetentionDays
+  }
+}
+
+// The compensation log (C5): its own account, tagged like the order data it tracks.
+module dataStorage 'modules/storage.bicep' = {
+  name: 'data-storage'
+  scope: rg
+  params: {
+    name: '${abbrs.storageStorageAccounts}log${resourceToken}'
+    location: location
+    tags: dataTags
+    containers: []
+    tables: [
+      compensationLogTableName
+    ]
+    deleteRetentionDays: storageDeleteRetentionDays
+  }
+}
+
+module serviceBus 'modules/servicebus.bicep' = {
+  name: 'servicebus'
+  scope: rg
+  params: {
+    name: '${abbrs.serviceBusNamespaces}${resourceToken}'
+    location: location
+    tags: tags
+    submittingApps: submittingApps
+  }
+}
+
+module cosmos 'modules/cosmos.bicep' = {
+  name: 'cosmos'
+  scope: rg
+  params: {
+    name: '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
+    location: location
+    tags: dataTags
+    databaseName: 'sas'
+    containerName: 'orderState'
+    recoveryContainerName: 'recoveryIndex'
+  }
+}
+
+module sql 'modules/sql.bicep' = {
+  name: 'sql'
+  scope: rg
+  params: {
+    serverName: '${abbrs.sqlServers}${resourceToken}'
+    databaseName: 'orders'
+    location: location
+    tags: dataTags
+    adminPrincipalId: principalId
+    adminLogin: principalName
+    adminPrincipalType: sqlAdminPrincipalType
+    autoPauseDelayMinutes: sqlAutoPauseDelayMinutes
+  }
+}
+
+module registry 'modules/registry.bicep' = {
+  name: 'registry'
+  scope: rg
+  params: {
+    name: '${abbrs.containerRegistryRegistries}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module rbac 'modules/rbac.bicep' = {
+  name: 'rbac'
+  scope: rg
+  params: {
+    appPrincipalId: appIdentity.outputs.principalId
+    agentPrincipalId: agentIdentity.outputs.principalId
+    submittingApps: submittingApps
+    hostStorageName: hostStorage.outputs.name
+    dataStorageName: dataStorage.outputs.name
+    compensationLogTableName: compensationLogTableName
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    serviceBusName: serviceBus.outputs.name
+    ordersQueueName: serviceBus.outputs.ordersQueueName
+    agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
+    agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
+    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
+    cosmosAccountName: cosmos.outputs.name
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    registryName: registry.outputs.name
+  }
+}
+
+module functionApp 'modules/functionapp.bicep' = {
+  name: 'functionapp'
+  scope: rg
+  params: {
+    name: functionAppName
+    planName: '${abbrs.webServerFarms}${resourceToken}'
+    location: location
+    tags: tags
+    serviceName: 'api'
+    identityId: appIdentity.outputs.id
+    identityClientId: appIdentity.outputs.clientId
+    hostStorageName: hostStorage.outputs.name
+    hostBlobEndpoint: hostStorage.outputs.blobEndpoint
+    deploymentContainerName: deploymentContainerName
+    compensationLogTableEndpoint: dataStorage.outputs.tableEndpoint
+    applicationInsightsConnectionString: monitoring.outputs.applicationInsightsConnectionString
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    ordersQueueName: serviceBus.outputs.ordersQueueName
+    agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
+    agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
+    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
+    statusQueueNames: serviceBus.outputs.statusQueueNames
+    ordersMaxDeliveries: serviceBus.outputs.ordersMaxDeliveryCount
+    agentRequestMaxDeliveries: serviceBus.outputs.agentRequestsMaxDeliveryCount
+    cosmosEndpoint: cosmos.outputs.endpoint
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    cosmosContainerName: cosmos.outputs.containerName
+    cosmosRecoveryContainerName: cosmos.outputs.recoveryContainerName
+    recoveryIndexEnabled: recoveryIndexEnabled
+    sqlServerFqdn: sql.outputs.serverFqdn
+    sqlDatabaseName: sql.outputs.databaseName
+    workflowVersion: workflowVersion
+    starterSchedule: starterSchedule
+    supervisorSchedule: supervisorSchedule
+    leaderLeaseSeconds: leaderLeaseSeconds
+    maximumInstanceCount: functionMaximumInstanceCount
+    instanceMemoryMB: functionInstanceMemoryMB
+  }
+  // The identity's roles (deployment package, host storage) must exist before the host starts.
+  dependsOn: [
+    rbac
+  ]
+}
+
+module agent 'modules/containerapp.bicep' = {
+  name: 'agent'
+  scope: rg
+  params: {
+    name: '${abbrs.appContainerApps}agent-${resourceToken}'
+    environmentName: '${abbrs.appManagedEnvironments}${resourceToken}'
+    registryLoginServer: registry.outputs.loginServer
+    location: location
+    tags: tags
+    serviceName: 'agent'
+    identityId: agentIdentity.outputs.id
+    identityClientId: agentIdentity.outputs.clientId
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
+    applicationInsightsConnectionString: monitoring.outputs.applicationInsightsConnectionString
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
+    agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
+    remoteUrl: agentRemoteUrl
+    concurrency: agentConcurrency
+    replicas: agentReplicas
+    imageName: agentImageName
+  }
+  // AcrPull and the queue roles must exist before the first revision pulls and starts.
+  dependsOn: [
+    rbac
+  ]
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    actionGroupName: '${abbrs.insightsActionGroups}${resourceToken}'
+    alertEmail: alertEmail
+    serviceBusId: serviceBus.outputs.id
+    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+    namePrefix: 'sas-${resourceToken}'
+  }
+}
+
+// azd reads these into the environment (.azure/<env>/.env); the post-provision script uses them.
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_CONTAINER_REGISTRY_ENDPOINT string = registry.outputs.loginServer
+output AZURE_CONTAINER_REGISTRY_NAME string = registry.outputs.name
+output AZURE_CONTAINER_ENVIRONMENT_NAME string = agent.outputs.environmentName
+output SERVICE_API_NAME string = functionApp.outputs.name
+output SERVICE_AGENT_NAME string = agent.outputs.name
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output AZURE_FUNCTION_APP_URL string = 'https://${functionApp.outputs.defaultHostName}'
+output API_IDENTITY_NAME string = appIdentity.outputs.name
+output API_IDENTITY_CLIENT_ID string = appIdentity.outputs.clientId
+output AGENT_IDENTITY_NAME string = agentIdentity.outputs.name
+output AZURE_SQL_SERVER_NAME string = sql.outputs.serverName
+output AZURE_SQL_SERVER_FQDN string = sql.outputs.serverFqdn
+output AZURE_SQL_DATABASE_NAME string = sql.outputs.databaseName
+output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.applicationInsightsConnectionString

@@ -1,0 +1,251 @@
+// The Function App on the Flex Consumption plan (FC1, Linux, Python 3.11) with one user-assigned
+// identity for everything: the deployment package, the host storage (AzureWebJobsStorage, the
+// Durable task hub, timer locks), Service Bus, Cosmos DB, SQL, the compensation log table, the
+// Supervisor's leader lease and Application Insights. Every connection is identity-based (an
+// endpoint + __credential + __clientId); no app setting holds a secret.
+//
+// The app settings are the contract of services/settings.py (Settings) and of the bindings in
+// function_app.py (%SAS_ORDERS_QUEUE%, %SAS_AGENT_REPLIES_QUEUE%, %SAS_STARTER_SCHEDULE%,
+// %SAS_SUPERVISOR_SCHEDULE%, connection "ServiceBusConnection"). On Flex Consumption the runtime
+// is set in functionAppConfig, not with FUNCTIONS_WORKER_RUNTIME / FUNCTIONS_EXTENSION_VERSION.
+
+@description('Name of the Function App.')
+param name string
+
+@description('Name of the Flex Consumption plan.')
+param planName string
+
+@description('Azure region of the plan and the app.')
+param location string
+
+@description('Tags applied to the plan and the app (the app also gets azd-service-name).')
+param tags object
+
+@description('azd service name of the app in azure.yaml.')
+param serviceName string
+
+@description('Resource ID of the app user-assigned identity.')
+param identityId string
+
+@description('Client ID of the app user-assigned identity.')
+param identityClientId string
+
+@description('Name of the host storage account (AzureWebJobsStorage, deployment package, task hub, leases).')
+param hostStorageName string
+
+@description('Blob endpoint of the host storage account.')
+param hostBlobEndpoint string
+
+@description('Blob container of the deployment package in the host storage account.')
+param deploymentContainerName string
+
+@description('Table endpoint of the storage account holding the compensation log.')
+param compensationLogTableEndpoint string
+
+@description('Application Insights connection string (no usable key: the component accepts Entra tokens only).')
+param applicationInsightsConnectionString string
+
+@description('Fully qualified Service Bus namespace, e.g. sb-x.servicebus.windows.net.')
+param serviceBusFullyQualifiedNamespace string
+
+@description('Name of the orders queue.')
+param ordersQueueName string
+
+@description('Name of the agent requests queue.')
+param agentRequestsQueueName string
+
+@description('Name of the agent replies queue.')
+param agentRepliesQueueName string
+
+@description('Name of the operator alerts queue.')
+param operatorAlertsQueueName string
+
+@description('Names of the submitting applications status queues.')
+param statusQueueNames array
+
+@description('MaxDeliveryCount of the orders queue (servicebus.bicep).')
+param ordersMaxDeliveries int
+
+@description('MaxDeliveryCount of the agent requests queue (servicebus.bicep).')
+param agentRequestMaxDeliveries int
+
+@description('Cosmos DB account endpoint.')
+param cosmosEndpoint string
+
+@description('Cosmos DB database name.')
+param cosmosDatabaseName string
+
+@description('Cosmos DB container of the state records.')
+param cosmosContainerName string
+
+@description('Cosmos DB container of the recovery index.')
+param cosmosRecoveryContainerName string
+
+@description('Whether the Supervisor uses the recovery index (E14).')
+param recoveryIndexEnabled bool
+
+@description('Fully qualified domain name of the SQL server.')
+param sqlServerFqdn string
+
+@description('Name of the orders database.')
+param sqlDatabaseName string
+
+@description('Workflow version new orders run (C7).')
+@allowed([
+  'v1'
+  'v2'
+])
+param workflowVersion string
+
+@description('NCRONTAB (six fields) of the Scheduler starter that claims pending orders.')
+param starterSchedule string
+
+@description('NCRONTAB (six fields) of the Supervisor.')
+param supervisorSchedule string
+
+@description('Seconds the Supervisor leader lease lasts: longer than the Supervisor cadence, 15 to 60.')
+@minValue(15)
+@maxValue(60)
+param leaderLeaseSeconds int
+
+@description('Most instances the app scales out to.')
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int
+
+@description('Memory of each instance in MB.')
+@allowed([
+  2048
+  4096
+])
+param instanceMemoryMB int
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource app 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, { 'azd-service-name': serviceName })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    publicNetworkAccess: 'Enabled'
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${hostBlobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+}
+
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: app
+  name: 'appsettings'
+  properties: {
+    // Functions host storage: AzureWebJobsStorage, the Durable task hub (host.json hubName), timer locks.
+    AzureWebJobsStorage__accountName: hostStorageName
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    // Telemetry with Entra auth (the component has DisableLocalAuth).
+    APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD;ClientId=${identityClientId}'
+    // Service Bus bindings: connection="ServiceBusConnection".
+    ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
+    ServiceBusConnection__credential: 'managedidentity'
+    ServiceBusConnection__clientId: identityClientId
+    // The composition root (adapters/factory.py): azure profile, identity for the SDK clients.
+    SAS_PROFILE: 'azure'
+    AZURE_CLIENT_ID: identityClientId
+    // State store (adapters/azure_stores.py cosmos_state_store).
+    CosmosDBConnection__accountEndpoint: cosmosEndpoint
+    CosmosDBConnection__credential: 'managedidentity'
+    CosmosDBConnection__clientId: identityClientId
+    SAS_COSMOS_DATABASE: cosmosDatabaseName
+    SAS_COSMOS_CONTAINER: cosmosContainerName
+    SAS_COSMOS_RECOVERY_CONTAINER: cosmosRecoveryContainerName
+    SAS_RECOVERY_INDEX: recoveryIndexEnabled ? 'true' : 'false'
+    // Fixed for the life of an index: a different bucket size misses the entries already written.
+    SAS_RECOVERY_BUCKET_MINUTES: '5'
+    // Orders database: ODBC Driver 18 with the managed identity; no secret in the string.
+    SqlConnection: 'Driver={ODBC Driver 18 for SQL Server};Server=tcp:${sqlServerFqdn},1433;Database=${sqlDatabaseName};Encrypt=yes;TrustServerCertificate=no;Authentication=ActiveDirectoryMsi;UID=${identityClientId}'
+    SAS_SQL_DIALECT: 'sqlserver'
+    // Compensation log table (C5: its own account, classified like the orders it tracks).
+    CompensationLogConnection__tableServiceUri: compensationLogTableEndpoint
+    CompensationLogConnection__credential: 'managedidentity'
+    CompensationLogConnection__clientId: identityClientId
+    // The Supervisor's leader lease (blob container "leases" in the host storage account).
+    LeaseStorageConnection__blobServiceUri: hostBlobEndpoint
+    LeaseStorageConnection__credential: 'managedidentity'
+    LeaseStorageConnection__clientId: identityClientId
+    // Queues (servicebus.bicep) and their delivery counts.
+    SAS_ORDERS_QUEUE: ordersQueueName
+    SAS_ORDERS_MAX_DELIVERIES: string(ordersMaxDeliveries)
+    SAS_AGENT_REQUESTS_QUEUE: agentRequestsQueueName
+    SAS_AGENT_REPLIES_QUEUE: agentRepliesQueueName
+    SAS_AGENT_REQUEST_MAX_DELIVERIES: string(agentRequestMaxDeliveries)
+    SAS_ALERTS_QUEUE: operatorAlertsQueueName
+    SAS_STATUS_QUEUES: join(statusQueueNames, ',')
+    // Scheduler, Supervisor and retry policy (services/settings.py).
+    SAS_WORKFLOW_VERSION: workflowVersion
+    SAS_STARTER_SCHEDULE: starterSchedule
+    SAS_SUPERVISOR_SCHEDULE: supervisorSchedule
+    SAS_LEADER_LEASE_SECONDS: string(leaderLeaseSeconds)
+    SAS_AGENT_MAX_ATTEMPTS: '3'
+    SAS_MAX_IN_FLIGHT: '50'
+    SAS_BACKLOG_THRESHOLD: '500'
+    SAS_BACKLOG_RETRY_AFTER_SECONDS: '5'
+    SAS_CLAIM_BATCH_SIZE: '20'
+    SAS_START_GRACE_SECONDS: '60'
+    SAS_STEP_TIMEOUT_SECONDS: '30'
+    SAS_MAX_CALLS_PER_STEP: '30'
+    SAS_QUICK_RETRIES: '2'
+    SAS_EXTENDED_RETRIES: '2'
+    SAS_COOLDOWN_SECONDS: '300'
+    SAS_SUPERVISOR_LOOKBACK_HOURS: '168'
+    SAS_SUPERVISOR_PAGE_SIZE: '100'
+    SAS_SUPERVISOR_MAX_PER_RUN: '500'
+  }
+}
+
+output id string = app.id
+output name string = app.name
+output defaultHostName string = app.properties.defaultHostName

@@ -1,0 +1,125 @@
+// The Service Bus namespace and every queue the app and the agent use. Local (SAS key)
+// authentication is off: senders and receivers authenticate with Entra ID, and each identity gets
+// queue-scoped roles (rbac.bicep).
+//
+// The queues and their properties mirror servicebus/Config.json (the Service Bus emulator's
+// configuration for `func start`) exactly; the offline checks compare the two.
+// - Duplicate detection for 10 minutes: every sender sets a stable MessageId (the order ID, the
+//   request ID, "<order>:<status>"), so a retried send inside the retry budget is dropped.
+// - agent-requests MaxDeliveryCount 2 must equal SAS_AGENT_REQUEST_MAX_DELIVERIES (functionapp.bicep).
+// - orders MaxDeliveryCount 5 must equal SAS_ORDERS_MAX_DELIVERIES: on the last delivery the app
+//   dead-letters a failing submission itself, with the error and an operator alert.
+
+@description('Name of the Service Bus namespace.')
+param name string
+
+@description('Azure region of the namespace.')
+param location string
+
+@description('Tags applied to the namespace.')
+param tags object
+
+@description('Submitting applications: [{ name, principalId }]. Each gets its own status queue "status-<name>".')
+param submittingApps array
+
+// Standard is the smallest tier with duplicate detection.
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+    tier: 'Standard'
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'orders'
+  properties: {
+    maxDeliveryCount: 5
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'P1D'
+    requiresSession: false
+  }
+}
+
+resource agentRequestsQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'agent-requests'
+  properties: {
+    maxDeliveryCount: 2
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'PT1H'
+    requiresSession: false
+  }
+}
+
+resource agentRepliesQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'agent-replies'
+  properties: {
+    maxDeliveryCount: 5
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'PT1H'
+    requiresSession: false
+  }
+}
+
+// Alerts wait 14 days for an operator; one still unread then moves to the dead-letter queue (and
+// the dead-letter alert fires) rather than vanishing.
+resource operatorAlertsQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'operator-alerts'
+  properties: {
+    maxDeliveryCount: 10
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'P14D'
+    requiresSession: false
+  }
+}
+
+// One private status queue per submitting application (E16).
+resource statusQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [for app in submittingApps: {
+  parent: namespace
+  name: 'status-${app.name}'
+  properties: {
+    maxDeliveryCount: 10
+    lockDuration: 'PT1M'
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'P7D'
+    requiresSession: false
+  }
+}]
+
+output id string = namespace.id
+output name string = namespace.name
+// serviceBusEndpoint is https://<name>.servicebus.windows.net:443/ (or a sovereign cloud's suffix).
+output fullyQualifiedNamespace string = replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')
+output ordersQueueName string = ordersQueue.name
+output agentRequestsQueueName string = agentRequestsQueue.name
+output agentRepliesQueueName string = agentRepliesQueue.name
+output operatorAlertsQueueName string = operatorAlertsQueue.name
+// The app's settings take these from the queues, so they cannot drift apart.
+output ordersMaxDeliveryCount int = ordersQueue.properties.maxDeliveryCount
+output agentRequestsMaxDeliveryCount int = agentRequestsQueue.properties.maxDeliveryCount
+output statusQueueNames array = [for (app, i) in submittingApps: statusQueues[i].name]
