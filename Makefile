@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit venv clean run demo emulators system-deps
+.PHONY: test lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs
 
 venv: $(STAMP)
 
@@ -21,6 +21,33 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Offline checks of infra/ (tools/iac/README.md). Each tool gets its own venv: checkov pins
+# pycep-parser 0.5.1, the project checker needs 0.7.1, and neither belongs in the app's venv.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+BICEP_VENV := .venv-bicep
+BICEP_STAMP := $(BICEP_VENV)/.installed
+
+$(CHECKOV_STAMP): tools/iac/requirements-checkov.txt
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tools/iac/requirements-checkov.txt
+	touch $(CHECKOV_STAMP)
+
+$(BICEP_STAMP): tools/iac/requirements-bicep.txt
+	rm -rf $(BICEP_VENV)
+	$(PYTHON) -m venv $(BICEP_VENV)
+	$(BICEP_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BICEP_VENV)/bin/python -m pip install --quiet -r tools/iac/requirements-bicep.txt
+	touch $(BICEP_STAMP)
+
+iac-venvs: $(CHECKOV_STAMP) $(BICEP_STAMP)
+
+iac: iac-venvs
+	$(BICEP_VENV)/bin/python -m tools.iac .
+	$(CHECKOV_VENV)/bin/python -m tools.iac.checkov_check .
+
 system-deps:
 	bash scripts/system-deps.sh
 
@@ -32,13 +59,14 @@ $(EMULATORS): emulators/package.json | system-deps
 	cd emulators && npm install --no-audit --no-fund --loglevel=error
 	touch $(EMULATORS)
 
-unit: system-deps $(STAMP) $(EMULATORS)
+# tests/iac runs both checkers on broken copies of the repo: it needs their venvs.
+unit: system-deps $(STAMP) $(EMULATORS) iac-venvs
 	$(BIN)/python -m pytest -n auto
 
-test: lint typecheck unit
+test: lint typecheck iac unit
 
 clean:
-	rm -rf $(VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) $(BICEP_VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 local.settings.json:
 	cp local.settings.embedded.json local.settings.json

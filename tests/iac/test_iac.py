@@ -1,0 +1,454 @@
+"""The offline IaC checks (tools/iac): the real repository passes them, and breaking any one thing
+on purpose — in a copy of the repository — makes them fail, naming the problem.
+
+Each checker runs in its own venv, as `make iac` runs it; `make test` always creates both venvs
+(target iac-venvs). A break is judged against the unbroken copy: the broken run must exit 1 with
+a problem line the unbroken run did not have.
+"""
+
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BICEP_PYTHON = REPO / ".venv-bicep" / "bin" / "python"
+CHECKOV_PYTHON = REPO / ".venv-checkov" / "bin" / "python"
+
+needs_bicep = pytest.mark.skipif(
+    not BICEP_PYTHON.exists(),
+    reason=".venv-bicep/bin/python is missing: run `make iac-venvs` (`make test` always creates it)",
+)
+needs_checkov = pytest.mark.skipif(
+    not CHECKOV_PYTHON.exists(),
+    reason=".venv-checkov/bin/python is missing: run `make iac-venvs` (`make test` always creates it)",
+)
+
+# What the checkers read: infra/ and the code and config files they cross-check.
+CHECKED = [
+    "infra",
+    "function_app.py",
+    "services/settings.py",
+    "agent_worker/settings.py",
+    "adapters/cosmos_state_store.py",
+    "servicebus/Config.json",
+    "local.settings.sample.json",
+    "tools/iac/checkov-skips.txt",
+]
+
+
+def copy_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for rel in CHECKED:
+        source, target = REPO / rel, root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        elif source.is_file():
+            shutil.copy2(source, target)
+    return root
+
+
+def run(python: Path, module: str, root: Path, *extra: str) -> tuple[int, list[str]]:
+    completed = subprocess.run(
+        [str(python), "-m", module, str(root), *extra],
+        cwd=REPO,  # the checker's own code comes from this repository; ROOT is what it checks
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode in (0, 1), completed.stderr
+    return completed.returncode, completed.stdout.splitlines()
+
+
+@cache
+def baseline(tmp_root: Path) -> frozenset[str]:
+    """The problems of an unbroken copy, with its paths made relative."""
+    _, lines = run(BICEP_PYTHON, "tools.iac", tmp_root)
+    return frozenset(lines)
+
+
+def assert_fails(root: Path, *needles: str, clean: Path) -> list[str]:
+    """The broken copy fails with a new problem line that contains every needle."""
+    before = baseline(clean)
+    code, lines = run(BICEP_PYTHON, "tools.iac", root)
+    new = [line for line in lines if line not in before and " — " in line]
+    assert code == 1, f"expected a failure naming {needles}, got exit {code}:\n" + "\n".join(lines)
+    matching = [line for line in new if all(needle in line for needle in needles)]
+    assert matching, f"no new problem names {needles}; new problems:\n" + "\n".join(new)
+    return matching
+
+
+def edit(path: Path, old: str, new: str, *, count: int = 1) -> None:
+    text = path.read_text(encoding="utf-8")
+    if old not in text:
+        pytest.fail(f"{old!r} is not in {path.name} any more: update this test to the current infra")
+    path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def delete_line(path: Path, pattern: str) -> str:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    regex = re.compile(pattern)
+    for index, line in enumerate(lines):
+        if regex.search(line):
+            del lines[index]
+            path.write_text("".join(lines), encoding="utf-8")
+            return line
+    pytest.fail(f"no line matches {pattern!r} in {path.name}: update this test to the current infra")
+
+
+def infra_file(root: Path, *needles: str) -> Path:
+    """The Bicep file that contains every needle (a resource type: "'Microsoft.X/y@")."""
+    for path in sorted((root / "infra").rglob("*.bicep")):
+        text = path.read_text(encoding="utf-8")
+        if all(needle in text for needle in needles):
+            return path
+    pytest.fail(f"no Bicep file contains {needles!r}: update this test to the current infra")
+
+
+def declaring(root: Path, resource_type: str) -> Path:
+    """The Bicep file that declares (not just references) a resource of this type."""
+    pattern = re.compile(rf"^resource \w+ '{re.escape(resource_type)}@[^']*' = (?!.*existing)", re.M)
+    for path in sorted((root / "infra").rglob("*.bicep")):
+        if pattern.search(path.read_text(encoding="utf-8")):
+            return path
+    pytest.fail(f"no Bicep file declares a {resource_type}: update this test to the current infra")
+
+
+def function_app_file(root: Path) -> Path:
+    return infra_file(root, "functionAppConfig")
+
+
+def code_placeholders() -> list[str]:
+    """The %SETTING%s of function_app.py's bindings, read from the code as the checker does."""
+    return sorted(set(re.findall(r"%([A-Za-z0-9_]+)%", (REPO / "function_app.py").read_text())))
+
+
+@pytest.fixture(scope="session")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_repo(tmp_path_factory.mktemp("clean"))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return copy_repo(tmp_path)
+
+
+# --- the real repository ---------------------------------------------------------------------
+
+
+@needs_bicep
+def test_the_real_repository_passes_the_project_checker() -> None:
+    code, lines = run(BICEP_PYTHON, "tools.iac", REPO)
+    assert code == 0, "\n".join(lines)
+    assert lines[-1].startswith("iac: clean")
+
+
+@needs_checkov
+def test_the_real_repository_passes_checkov() -> None:
+    code, lines = run(CHECKOV_PYTHON, "tools.iac.checkov_check", REPO)
+    assert code == 0, "\n".join(lines)
+    assert lines[-1].startswith("checkov: clean")
+
+
+# --- no keys, no passwords -------------------------------------------------------------------
+
+
+@needs_bicep
+def test_a_key_based_app_setting_fails(root: Path, clean: Path) -> None:
+    app = function_app_file(root)
+    line = delete_line(app, r"^\s*ServiceBusConnection__fullyQualifiedNamespace:")
+    indent = line[: len(line) - len(line.lstrip())]
+    edit(
+        app,
+        "ServiceBusConnection__credential:",
+        "ServiceBusConnection: 'Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;"
+        "SharedAccessKey=abc='\n" + indent + "ServiceBusConnection__credential:",
+    )
+    assert_fails(root, "SharedAccessKey", clean=clean)
+    assert_fails(root, "sets ServiceBusConnection: a connection string", clean=clean)
+
+
+@needs_bicep
+def test_an_account_key_fails(root: Path, clean: Path) -> None:
+    edit(
+        function_app_file(root),
+        "SAS_PROFILE: 'azure'",
+        "SAS_PROFILE: 'azure'\n    CosmosDBConnection: 'AccountEndpoint=https://x/;AccountKey=abc=='",
+    )
+    assert_fails(root, "AccountKey=", clean=clean)
+    assert_fails(root, "sets CosmosDBConnection: a connection string", clean=clean)
+
+
+@needs_bicep
+def test_list_keys_fails(root: Path, clean: Path) -> None:
+    storage = declaring(root, "Microsoft.Storage/storageAccounts")
+    text = storage.read_text()
+    symbol = re.search(r"^resource (\w+) 'Microsoft.Storage/storageAccounts@", text, re.M)
+    assert symbol
+    storage.write_text(text + f"\noutput leaked string = {symbol.group(1)}.listKeys().keys[0].value\n")
+    assert_fails(root, storage.name, "listKeys(", clean=clean)
+
+
+@needs_bicep
+def test_a_password_parameter_fails(root: Path, clean: Path) -> None:
+    sql = declaring(root, "Microsoft.Sql/servers")
+    sql.write_text("@secure()\nparam administratorLoginPassword string = ''\n" + sql.read_text())
+    assert_fails(root, sql.name, "a password", clean=clean)
+
+
+# --- identity-only authentication ------------------------------------------------------------
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("resource_type", "old", "new", "needle"),
+    [
+        (
+            "Microsoft.ServiceBus/namespaces",
+            "disableLocalAuth: true",
+            "disableLocalAuth: false",
+            "disableLocalAuth",
+        ),
+        (
+            "Microsoft.DocumentDB/databaseAccounts",
+            "disableLocalAuth: true",
+            "disableLocalAuth: false",
+            "disableLocalAuth",
+        ),
+        (
+            "Microsoft.Storage/storageAccounts",
+            "allowSharedKeyAccess: false",
+            "allowSharedKeyAccess: true",
+            "allowSharedKeyAccess",
+        ),
+        (
+            "Microsoft.Sql/servers",
+            "azureADOnlyAuthentication: true",
+            "azureADOnlyAuthentication: false",
+            "azureADOnlyAuthentication",
+        ),
+    ],
+)
+def test_local_authentication_fails(
+    root: Path, clean: Path, resource_type: str, old: str, new: str, needle: str
+) -> None:
+    edit(declaring(root, resource_type), old, new)
+    assert_fails(root, needle, "must be", clean=clean)
+
+
+# --- roles -----------------------------------------------------------------------------------
+
+SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"  # Azure Service Bus Data Sender
+OWNER = "8e3af657-a8ff-443c-a75c-2fe8c4bcaa63"  # Owner: not least privilege
+
+
+@needs_bicep
+def test_a_role_outside_the_allow_list_fails(root: Path, clean: Path) -> None:
+    path = infra_file(root, SENDER)
+    edit(path, SENDER, OWNER, count=99)
+    assert_fails(root, path.name, OWNER, "not an allowed built-in role", clean=clean)
+    assert_fails(root, "grants role " + OWNER, clean=clean)
+
+
+@needs_bicep
+def test_a_role_assignment_without_principal_type_fails(root: Path, clean: Path) -> None:
+    delete_line(infra_file(root, "principalType:"), r"^\s*principalType:")
+    assert_fails(root, "does not set principalType", clean=clean)
+
+
+# --- Bicep wiring ----------------------------------------------------------------------------
+
+
+@needs_bicep
+def test_a_file_that_does_not_parse_fails(root: Path, clean: Path) -> None:
+    """Valid Bicep that pycep-parser 0.7.1 rejects: a condition inside a loop."""
+    path = declaring(root, "Microsoft.ServiceBus/namespaces")
+    path.write_text(path.read_text() + "\nvar picked = [for x in [1, 2]: if (x > 1) { value: x }]\n")
+    assert_fails(root, path.name, "does not parse", clean=clean)
+
+
+@needs_bicep
+def test_a_module_parameter_not_passed_fails(root: Path, clean: Path) -> None:
+    path = declaring(root, "Microsoft.ServiceBus/namespaces")
+    path.write_text("param mustBePassed string\n" + path.read_text())
+    assert_fails(root, "does not pass required parameter 'mustBePassed'", clean=clean)
+
+
+@needs_bicep
+def test_an_unknown_module_parameter_fails(root: Path, clean: Path) -> None:
+    main = root / "infra" / "main.bicep"
+    edit(main, "  params: {\n", "  params: {\n    notAParameter: 'x'\n")
+    assert_fails(root, "main.bicep", "passes 'notAParameter'", clean=clean)
+
+
+@needs_bicep
+def test_main_parameters_json_must_match_main_bicep(root: Path, clean: Path) -> None:
+    main = root / "infra" / "main.bicep"
+    main.write_text(main.read_text() + "\nparam requiredButUnset string\n")
+    edit(
+        root / "infra" / "main.parameters.json",
+        '"parameters": {',
+        '"parameters": {\n    "bogus": {"value": 1},',
+    )
+    assert_fails(root, "main.parameters.json", "'requiredButUnset' has no value", clean=clean)
+    assert_fails(root, "main.parameters.json", "'bogus' is not a parameter", clean=clean)
+
+
+# --- Service Bus queues ----------------------------------------------------------------------
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        (
+            "requiresDuplicateDetection: true",
+            "requiresDuplicateDetection: false",
+            "requiresDuplicateDetection",
+        ),
+        (
+            "deadLetteringOnMessageExpiration: true",
+            "deadLetteringOnMessageExpiration: false",
+            "deadLetteringOnMessageExpiration",
+        ),
+        ("maxDeliveryCount: 5", "maxDeliveryCount: 50", "maxDeliveryCount is 50"),
+    ],
+)
+def test_queue_properties_in_the_bicep(root: Path, clean: Path, old: str, new: str, needle: str) -> None:
+    edit(declaring(root, "Microsoft.ServiceBus/namespaces/queues"), old, new)
+    assert_fails(root, needle, clean=clean)
+
+
+@needs_bicep
+def test_a_queue_missing_from_the_emulator_config_fails(root: Path, clean: Path) -> None:
+    config = root / "servicebus" / "Config.json"
+    delete_line(config, r'"Name": "agent-replies"')
+    assert_fails(root, "queue 'agent-replies'", "not declared in servicebus/Config.json", clean=clean)
+    assert_fails(root, "queue 'agent-replies' is not in servicebus/Config.json", clean=clean)
+
+
+@needs_bicep
+def test_emulator_and_bicep_queue_properties_must_agree(root: Path, clean: Path) -> None:
+    config = root / "servicebus" / "Config.json"
+    edit(config, '"LockDuration": "PT1M"', '"LockDuration": "PT2M"')
+    assert_fails(root, "servicebus/Config.json", "LockDuration", "lockDuration", clean=clean)
+
+
+@needs_bicep
+def test_max_deliveries_setting_must_match_the_queue(root: Path, clean: Path) -> None:
+    config = root / "servicebus" / "Config.json"
+    edit(
+        config,
+        '"Name": "orders", "Properties": { "MaxDeliveryCount": 5',
+        '"Name": "orders", "Properties": { "MaxDeliveryCount": 7',
+    )
+    assert_fails(root, "SAS_ORDERS_MAX_DELIVERIES=5", "MaxDeliveryCount 7", clean=clean)
+
+
+@needs_bicep
+def test_a_queue_the_code_names_must_exist(root: Path, clean: Path) -> None:
+    """Derived from the code: a new queue setting's default is a queue both configs must declare."""
+    settings = root / "agent_worker" / "settings.py"
+    edit(
+        settings,
+        "    concurrency: int",
+        '    audit_queue: str = Field("agent-audit", alias="SAS_AGENT_AUDIT_QUEUE")\n    concurrency: int',
+    )
+    assert_fails(root, "queue 'agent-audit'", "not declared in the Bicep", clean=clean)
+    assert_fails(root, "queue 'agent-audit'", "not declared in servicebus/Config.json", clean=clean)
+
+
+# --- settings: derived from function_app.py, Settings and AgentSettings ----------------------
+
+
+@needs_bicep
+@pytest.mark.parametrize("placeholder", code_placeholders())
+def test_a_binding_setting_missing_from_the_function_app_fails(
+    root: Path, clean: Path, placeholder: str
+) -> None:
+    delete_line(function_app_file(root), rf"^\s*'?{placeholder}'?\s*:|name: '{placeholder}'")
+    assert_fails(root, "Function App", f"does not set {placeholder}", "function_app.py", clean=clean)
+
+
+@needs_bicep
+def test_a_binding_connection_missing_from_the_function_app_fails(root: Path, clean: Path) -> None:
+    delete_line(function_app_file(root), r"ServiceBusConnection__fullyQualifiedNamespace")
+    assert_fails(root, "does not set ServiceBusConnection__fullyQualifiedNamespace", clean=clean)
+
+
+@needs_bicep
+def test_a_binding_setting_missing_from_the_sample_fails(root: Path, clean: Path) -> None:
+    placeholder = code_placeholders()[0]
+    delete_line(root / "local.settings.sample.json", rf'"{placeholder}"')
+    assert_fails(root, "local.settings.sample.json", f"does not set {placeholder}", clean=clean)
+
+
+@needs_bicep
+def test_a_new_setting_in_the_code_is_required_everywhere(root: Path, clean: Path) -> None:
+    settings = root / "services" / "settings.py"
+    edit(
+        settings,
+        "    max_in_flight: int",
+        '    new_knob: int = Field(1, alias="SAS_NEW_KNOB")\n    max_in_flight: int',
+    )
+    assert_fails(root, "Function App", "does not set SAS_NEW_KNOB", clean=clean)
+    assert_fails(root, "local.settings.sample.json", "does not set SAS_NEW_KNOB", clean=clean)
+
+
+@needs_bicep
+def test_an_agent_setting_missing_from_the_container_app_fails(root: Path, clean: Path) -> None:
+    delete_line(declaring(root, "Microsoft.App/containerApps"), r"'AGENT_CONCURRENCY'|AGENT_CONCURRENCY:")
+    assert_fails(root, "agent Container App", "does not set AGENT_CONCURRENCY", clean=clean)
+
+
+# --- Cosmos DB -------------------------------------------------------------------------------
+
+
+@needs_bicep
+def test_the_partition_key_must_match_the_adapter(root: Path, clean: Path) -> None:
+    edit(infra_file(root, "'/OrderID'"), "'/OrderID'", "'/id'")
+    assert_fails(root, "partition key", "/OrderID", "cosmos_state_store.py", clean=clean)
+
+
+@needs_bicep
+def test_the_container_must_exist(root: Path, clean: Path) -> None:
+    """Every file that names the container renames it: Bicep and app setting agree, the code does not."""
+    for path in (root / "infra").rglob("*"):
+        if path.is_file() and "'orderState'" in path.read_text():
+            edit(path, "'orderState'", "'orders2'", count=99)
+    assert_fails(root, "no Cosmos DB container 'orderState'", clean=clean)
+
+
+# --- checkov (slow: ~5 s a run) --------------------------------------------------------------
+
+
+@needs_checkov
+def test_checkov_parse_error_fails(root: Path) -> None:
+    """Valid Bicep that checkov's pycep-parser 0.5.1 rejects: a lambda."""
+    path = declaring(root, "Microsoft.ServiceBus/namespaces")
+    path.write_text(path.read_text() + "\nvar doubled = map([1, 2], i => i * 2)\n")
+    code, lines = run(CHECKOV_PYTHON, "tools.iac.checkov_check", root)
+    assert code == 1
+    assert any(path.name in line and "checkov cannot parse it" in line for line in lines), lines
+
+
+@needs_checkov
+def test_checkov_failed_check_not_skipped_fails_and_skips_need_reasons(root: Path) -> None:
+    skips = root / "tools" / "iac" / "checkov-skips.txt"
+    lines = skips.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("CKV"))
+    dropped = lines[first].split(":")[0]
+    check_id = dropped.split()[0]
+    lines[first] = "# removed"
+    second = next(i for i, line in enumerate(lines) if line.startswith("CKV"))
+    lines[second] = lines[second].split(":")[0] + ":"
+    skips.write_text("\n".join(lines) + "\n")
+    code, out = run(CHECKOV_PYTHON, "tools.iac.checkov_check", root)
+    assert code == 1
+    assert any(check_id in line and "fix it, or add" in line for line in out), out
+    assert any("has no reason" in line for line in out), out

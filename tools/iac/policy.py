@@ -1,0 +1,72 @@
+"""The committed decisions the checker enforces. Everything else it derives from the code and the Bicep.
+
+Change a list here in the same commit as the infra or code change that needs it, with its reason.
+"""
+
+# Built-in roles a role assignment may grant: least privilege, data-plane roles only (no Owner,
+# Contributor or User Access Administrator). Name -> role definition GUID, as Azure publishes them.
+ALLOWED_ROLES: dict[str, str] = {
+    "Azure Service Bus Data Sender": "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
+    "Azure Service Bus Data Receiver": "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
+    "Storage Blob Data Owner": "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+    "Storage Blob Data Contributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+    "Storage Blob Data Reader": "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
+    "Storage Queue Data Contributor": "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+    "Storage Table Data Contributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
+    "Monitoring Metrics Publisher": "3913510d-42f4-4e42-8a64-420c390055eb",
+    "AcrPull": "7f951dda-4ed3-4680-a7ca-43fe172d538d",
+    # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
+    "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
+    "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
+}
+
+# Settings the composition root reads that a target need not set, with the reason. Targets:
+# "azure" (the Function App's and the agent Container App's settings in Bicep) and "local"
+# (local.settings.sample.json, for Core Tools and docker-compose). Every other alias of
+# services/settings.py ``Settings`` and agent_worker/settings.py ``AgentSettings`` is required.
+AZURE = "azure"
+LOCAL = "local"
+OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
+    "SAS_CLOCK": (
+        frozenset({AZURE, LOCAL}),
+        "devhost's virtual clock; the default, 'system', is right elsewhere",
+    ),
+    "SAS_DATA_DIR": (frozenset({AZURE, LOCAL}), "the embedded profile's SQLite files"),
+    "DEVHOST_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "devhost's local Service Bus file"),
+    "AZURE_CLIENT_ID": (frozenset({LOCAL}), "a managed identity's client ID exists only in Azure"),
+}
+
+# How an identity-based connection names its parts: a connection ``X`` (a binding's
+# ``connection=``, or a Settings alias that has ``X__...`` siblings) is set by ``X`` itself
+# (a connection string: emulators only) or by ``X__<one of these>`` (managed identity).
+IDENTITY_SUFFIXES: tuple[str, ...] = (
+    "fullyQualifiedNamespace",
+    "accountEndpoint",
+    "accountName",
+    "serviceUri",
+    "blobServiceUri",
+    "queueServiceUri",
+    "tableServiceUri",
+)
+
+# The Functions host's own storage: timers, the Durable task hub. No binding names it.
+HOST_CONNECTIONS: tuple[str, ...] = ("AzureWebJobsStorage",)
+
+# Settings whose value must equal a queue's MaxDeliveryCount (see their comments in
+# services/settings.py): setting -> the setting that names the queue.
+MAX_DELIVERIES_OF_QUEUE: dict[str, str] = {
+    "SAS_ORDERS_MAX_DELIVERIES": "SAS_ORDERS_QUEUE",
+    "SAS_AGENT_REQUEST_MAX_DELIVERIES": "SAS_AGENT_REQUESTS_QUEUE",
+}
+
+# The settings that name the Cosmos DB database and container the state store uses.
+COSMOS_DATABASE_SETTING = "SAS_COSMOS_DATABASE"
+COSMOS_CONTAINER_SETTING = "SAS_COSMOS_CONTAINER"
+
+# Service Bus queue rules (design.md §7): duplicate detection, dead-lettering on expiry, and a
+# small max delivery count.
+MAX_DELIVERY_COUNT_LIMIT = 10
+
+# The Container App that runs agent_worker: its azd service name (azure.yaml) or, failing a
+# tag, a symbol or name containing this word.
+AGENT_SERVICE = "agent"
