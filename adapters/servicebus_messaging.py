@@ -57,7 +57,7 @@ def broker_message(message: ServiceBusReceivedMessage) -> BrokerMessage:
         correlation_id=message.correlation_id,
         content_type=message.content_type,
         application_properties=text_properties(message.application_properties),
-        delivery_count=message.delivery_count or 0,
+        delivery_count=(message.delivery_count or 0) + 1,  # 1 first, as Functions and devhost count
         enqueued_time=message.enqueued_time_utc or datetime.min,
         sequence_number=message.sequence_number or 0,
         dead_letter_reason=message.dead_letter_reason,

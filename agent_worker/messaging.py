@@ -72,9 +72,14 @@ class ServiceBusAgentMessaging:
         self._receiver_lock = asyncio.Lock()
         self._sender_lock = asyncio.Lock()
         self._held: dict[str, ServiceBusReceivedMessage] = {}
+        self._opened = False
 
     async def receive(self, max_messages: int) -> list[ReceivedMessage]:
         async with self._receiver_lock:
+            if not self._opened:
+                # Open the link first: a receive's short max_wait_time would also bound its opening.
+                await self.receiver.__aenter__()
+                self._opened = True
             batch = await self.receiver.receive_messages(
                 max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
             )

@@ -12,6 +12,7 @@ Receivers are per worker thread, so concurrent receive loops do not queue behind
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,7 +69,9 @@ def received_view(queue: str, message: ServiceBusReceivedMessage) -> ReceivedMes
         application_properties={
             _text(k): _text(v) for k, v in (message.application_properties or {}).items()
         },
-        delivery_count=message.delivery_count or 0,
+        # The AMQP header counts earlier attempts (0 first); Functions' DeliveryCount, like the
+        # .NET SDK's and devhost's local bus, counts this one too (1 first).
+        delivery_count=(message.delivery_count or 0) + 1,
         enqueued_time=message.enqueued_time_utc or epoch,
         scheduled_enqueue_time=message.scheduled_enqueue_time_utc,
         locked_until=message.locked_until_utc or epoch,
@@ -101,6 +104,8 @@ class BrokerServiceBus:
         )
         if queue not in mine:
             receiver = self.client.get_queue_receiver(queue, prefetch_count=0)
+            # Open the link now: a receive's short max_wait_time would also bound the link's opening.
+            receiver.__enter__()
             with self._guard:
                 self._receivers.append(receiver)
             mine[queue] = (threading.Lock(), receiver)
@@ -152,13 +157,18 @@ class BrokerServiceBus:
 
     def close(self) -> None:
         with self._guard:
-            for receiver in self._receivers:
-                try:
-                    receiver.close()
-                except ServiceBusError as error:
-                    log.debug("closing a receiver: %s", error)
-            self._receivers.clear()
+            receivers, self._receivers = self._receivers, []
+        # Each SDK receiver takes about half a second to detach; close them side by side.
+        with ThreadPoolExecutor(max_workers=max(len(receivers), 1)) as pool:
+            list(pool.map(_close_quietly, receivers))
         self.client.close()
+
+
+def _close_quietly(receiver: ServiceBusReceiver) -> None:
+    try:
+        receiver.close()
+    except ServiceBusError as error:
+        log.debug("closing a receiver: %s", error)
 
 
 def broker_client(connection: str) -> ServiceBusClient:

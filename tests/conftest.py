@@ -9,7 +9,7 @@ from adapters.clock import ManualClock
 from domain.messages import OrderLine, OrderSubmission
 from domain.policy import SchedulerPolicy
 
-pytest_plugins = ["tests.emulators"]
+pytest_plugins = ["tests.emulators", "tests.servicebus_broker"]
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

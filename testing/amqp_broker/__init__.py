@@ -1,0 +1,42 @@
+"""An AMQP 1.0 broker that the unchanged ``azure-servicebus`` SDK (sync and aio) accepts.
+
+It lets the Service Bus adapter, the agent worker and the local Functions host be tested against
+a real wire protocol with no Docker and no Azure. Queues come from a Service Bus emulator
+``Config.json``; state is in memory and dies with the process.
+
+Connect with ``Endpoint=sb://127.0.0.1:<port>;SharedAccessKeyName=...;SharedAccessKey=...;
+UseDevelopmentEmulator=true`` (``Broker.connection_string``): with ``UseDevelopmentEmulator`` the
+SDK keeps the port, speaks plain AMQP, authenticates with SASL ANONYMOUS and puts a token on
+``$cbs``, which the broker accepts whatever it is.
+
+Supported, as Service Bus behaves:
+
+- send, single and batched (a batch is unpacked into its messages); send to an unknown entity
+  or attach to one fails with ``amqp:not-found`` naming it;
+- receive in peek-lock (credit-based; competing receivers get distinct messages) and
+  receive-and-delete; the lock token is the delivery tag; ``x-opt-locked-until``,
+  ``x-opt-sequence-number``, ``x-opt-enqueued-time`` annotations and the header's delivery count
+  (0 on the first delivery, as Service Bus sends it);
+- complete (accepted), abandon (modified: delivery count +1), dead-letter (rejected with
+  ``DeadLetterReason``/``DeadLetterErrorDescription``, read back from ``<queue>/$deadletterqueue``
+  with ``x-opt-deadletter-source``), release (a buffered message given back: not counted), each
+  outcome echoed before settling, as the SDK's settle mode "second" waits for;
+- lock expiry (the message returns with its delivery count +1), MaxDeliveryCount
+  (``MaxDeliveryCountExceeded`` in the dead-letter queue), settling a lost lock
+  (``com.microsoft:message-lock-lost``);
+- over ``<entity>/$management``: ``renew-lock``, ``peek-message`` (does not lock),
+  ``update-disposition`` (the SDK's fallback when the receive link is gone), ``schedule-message``
+  and ``cancel-scheduled-message``; ``x-opt-scheduled-enqueue-time`` on a sent message;
+- duplicate detection by MessageId within the queue's window (the duplicate is accepted and
+  dropped); message TTL (the header's, capped by DefaultMessageTimeToLive) with
+  DeadLetteringOnMessageExpiration.
+
+Deliberately not supported: sessions, topics and subscriptions, transactions, defer and
+receive-by-sequence-number, auto-forwarding, partitioning, message size limits, authorisation,
+TLS, persistence. Config.json entities that need them are refused at start-up.
+"""
+
+from testing.amqp_broker.config import QueueSettings, load_queues
+from testing.amqp_broker.server import Broker, start_broker
+
+__all__ = ["Broker", "QueueSettings", "load_queues", "start_broker"]

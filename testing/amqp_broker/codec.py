@@ -1,0 +1,168 @@
+"""AMQP 1.0 messages handled section by section.
+
+The broker stores each message as the bytes the client sent and only re-encodes the sections it
+must change (header, message annotations, and application properties when dead-lettering), so
+properties, application properties and the body reach the receiver byte for byte as sent.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from proton import Array, Data, DataException, Described, symbol, timestamp, ubyte, uint, ulong
+
+HEADER = 0x70
+DELIVERY_ANNOTATIONS = 0x71
+MESSAGE_ANNOTATIONS = 0x72
+PROPERTIES = 0x73
+APPLICATION_PROPERTIES = 0x74
+DATA = 0x75
+FOOTER = 0x78
+_BODY = (DATA, 0x76, 0x77)
+
+SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
+
+
+@dataclass(frozen=True)
+class Section:
+    code: int
+    raw: bytes
+    value: Any
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the broker needs to know about a message when it arrives."""
+
+    message_id: str | None
+    time_to_live: timedelta | None
+    scheduled_enqueue_ms: int | None
+
+
+def split_sections(payload: bytes) -> list[Section]:
+    data = Data()
+    sections = []
+    offset = 0
+    while offset < len(payload):
+        data.clear()
+        try:
+            consumed = data.decode(payload[offset:])
+        except DataException as error:
+            raise ValueError(f"not an AMQP message: {error}") from None
+        data.rewind()
+        data.next()
+        value = data.get_object()
+        # Clients address sections by their numeric descriptors (the SDK always does).
+        if not (isinstance(value, Described) and isinstance(value.descriptor, int)):
+            raise ValueError("not an AMQP message: expected a section with a numeric descriptor")
+        code = int(value.descriptor)
+        if not HEADER <= code <= FOOTER:
+            raise ValueError(f"not an AMQP message section: descriptor 0x{code:x}")
+        sections.append(Section(code, payload[offset : offset + consumed], _owned(value.value)))
+        offset += consumed
+    return sections
+
+
+def _owned(value: Any) -> Any:
+    """A copy that outlives the decoder: proton returns binaries as views into its own buffer."""
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    if isinstance(value, list):
+        return [_owned(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _owned(item) for key, item in value.items()}
+    if isinstance(value, Described):
+        return Described(value.descriptor, _owned(value.value))
+    if isinstance(value, Array):
+        return Array(value.descriptor, value.type, *[_owned(item) for item in value.elements])
+    return value
+
+
+def unpack_batch(payload: bytes) -> list[bytes]:
+    """The messages of one transfer: one, or each message of a batch.
+
+    The SDK sends a batch with message format 0x80013700: a body of data sections that each hold
+    an encoded message, under the first message's properties. Proton's Python API does not expose
+    the message format, so a batch is recognised by that shape: every body section is a data
+    section holding a whole AMQP message, and the envelope's properties, if any, are the first
+    message's. A single message has that shape only if its body is an encoded copy of itself.
+    """
+    sections = split_sections(payload)
+    bodies = [s for s in sections if s.code in _BODY]
+    if not bodies or any(s.code != DATA for s in bodies):
+        return [payload]
+    inner = [bytes(s.value) for s in bodies]
+    try:
+        parsed = [split_sections(message) for message in inner]
+    except ValueError:
+        return [payload]
+    if not all(any(s.code in _BODY for s in message) for message in parsed):
+        return [payload]
+    envelope = [s.raw for s in sections if s.code == PROPERTIES]
+    if envelope and envelope != [s.raw for s in parsed[0] if s.code == PROPERTIES]:
+        return [payload]
+    return inner
+
+
+def facts(payload: bytes) -> Facts:
+    message_id = None
+    ttl = None
+    scheduled = None
+    for section in split_sections(payload):
+        if section.code == PROPERTIES and section.value and section.value[0] is not None:
+            message_id = str(section.value[0])
+        elif section.code == HEADER and len(section.value) > 2 and section.value[2] is not None:
+            ttl = timedelta(milliseconds=int(section.value[2]))
+        elif section.code == MESSAGE_ANNOTATIONS and section.value:
+            when = section.value.get(symbol(SCHEDULED_ENQUEUE_TIME))
+            scheduled = int(when) if when is not None else None
+    return Facts(message_id=message_id, time_to_live=ttl, scheduled_enqueue_ms=scheduled)
+
+
+def _encode(code: int, value: Any) -> bytes:
+    data = Data()
+    data.put_object(Described(ulong(code), value))
+    return data.encode()
+
+
+def for_delivery(payload: bytes, *, delivery_count: int, annotations: dict[str, Any]) -> bytes:
+    """The message as a receiver sees it: the broker's header counts and annotations merged in."""
+    sections = split_sections(payload)
+    header: list[Any] = [None, None, None, None, None]
+    merged: dict[Any, Any] = {}
+    rest = []
+    for section in sections:
+        if section.code == HEADER:
+            header[: len(section.value)] = section.value
+        elif section.code == MESSAGE_ANNOTATIONS:
+            merged.update(section.value or {})
+        elif section.code != DELIVERY_ANNOTATIONS:  # hop-by-hop: they were for the broker
+            rest.append(section.raw)
+    header[0] = bool(header[0]) if header[0] is not None else None
+    header[1] = ubyte(int(header[1])) if header[1] is not None else None
+    header[2] = uint(int(header[2])) if header[2] is not None else None
+    header[3] = delivery_count == 0
+    header[4] = uint(delivery_count)
+    for key, value in annotations.items():
+        merged[symbol(key)] = value
+    return b"".join([_encode(HEADER, header), _encode(MESSAGE_ANNOTATIONS, merged), *rest])
+
+
+def with_application_properties(payload: bytes, extra: dict[str, str]) -> bytes:
+    """The message with properties added (dead-letter reasons travel as application properties)."""
+    sections = split_sections(payload)
+    existing: dict[Any, Any] = {}
+    for section in sections:
+        if section.code == APPLICATION_PROPERTIES:
+            existing.update(section.value or {})
+    existing.update(extra)
+    encoded = _encode(APPLICATION_PROPERTIES, existing)
+    out = [s.raw for s in sections if s.code < APPLICATION_PROPERTIES]
+    out.append(encoded)
+    out.extend(s.raw for s in sections if s.code > APPLICATION_PROPERTIES)
+    return b"".join(out)
+
+
+def ms(seconds: float) -> timestamp:
+    """An AMQP timestamp (milliseconds since the epoch) from ``time.time()`` seconds."""
+    return timestamp(round(seconds * 1000))
