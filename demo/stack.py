@@ -19,11 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from adapters.factory import build_ports
 from adapters.sqlite_state_store import SqliteStateStore
 from devhost.servicebus import LocalServiceBus
 from domain.messages import OrderSubmission
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
+from services.context import Ports
+from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,6 +102,7 @@ class Stack:
             **(settings or {}),
         }
         self.processes: dict[str, subprocess.Popen[str]] = {}
+        self._ports: Ports | None = None
 
     # --- processes ------------------------------------------------------------------------
 
@@ -188,23 +192,25 @@ class Stack:
     def states(self) -> SqliteStateStore:
         return SqliteStateStore(self.workdir / "data" / "state.db")
 
+    def ports(self) -> Ports:
+        """The app's own adapters for this stack's profile: its state store and its messaging."""
+        if self._ports is None:
+            self._ports = build_ports(Settings.from_env(self.env))
+        return self._ports
+
     def submit(self, orders: list[OrderSubmission], message_id: str | None = None) -> None:
         """Straight onto the orders queue, as a submitting app without the front end would."""
-        bus = self.bus()
+        sender = self.ports().sender
         for order in orders:
-            bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
-        bus.close()
+            sender.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
 
     def records(self, order_ids: list[str]) -> dict[str, StateRecord | None]:
-        states = self.states()
-        try:
-            return {i: (s.record if (s := states.get(i)) else None) for i in order_ids}
-        finally:
-            states.close()
+        states = self.ports().states
+        return {i: (s.record if (s := states.get(i)) else None) for i in order_ids}
 
     def wait_terminal(self, order_ids: list[str], timeout: float = 240.0) -> dict[str, StateRecord]:
         waiting = set(order_ids)
-        states = self.states()
+        states = self.ports().states
 
         def done() -> bool:
             for order_id in list(waiting):
@@ -213,10 +219,7 @@ class Stack:
                     waiting.discard(order_id)
             return not waiting
 
-        try:
-            wait_for(done, f"{len(order_ids)} orders to finish", timeout)
-        finally:
-            states.close()
+        wait_for(done, f"{len(order_ids)} orders to finish", timeout)
         return {k: v for k, v in self.records(order_ids).items() if v is not None}
 
     def ledger(self, prefix: str = "") -> dict[str, dict[str, Any]]:
