@@ -49,6 +49,24 @@ def _leader(settings: Settings, clock: Clock) -> LeaderLease:
     return SqliteLeaderLease(Path(settings.data_dir) / "leases.db", "supervisor", ttl, clock)
 
 
+def _with_recovery_index(settings: Settings, states: StateStore) -> StateStore:
+    """With SAS_RECOVERY_INDEX, the Supervisor scans a recovery index instead of the records (E14)."""
+    if not settings.recovery_index:
+        return states
+    from services.indexed_state_store import IndexedStateStore  # noqa: PLC0415 - only with the index
+
+    if settings.profile in ("emulators", "azure"):
+        from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs
+
+        return IndexedStateStore(states, azure_stores.cosmos_recovery_index(settings))
+    from adapters.sqlite_recovery_index import SqliteRecoveryIndex  # noqa: PLC0415 - only with the index
+
+    bucket = timedelta(minutes=settings.recovery_bucket_minutes)
+    return IndexedStateStore(
+        states, SqliteRecoveryIndex(Path(settings.data_dir) / "recovery_index.db", bucket)
+    )
+
+
 LOCAL_SERVICEBUS = "local"
 
 
@@ -90,7 +108,7 @@ def build_ports(settings: Settings) -> Ports:
         compensation_log = SqliteCompensationLog(data / "compensation.db")
     return Ports(
         settings=settings,
-        states=states,
+        states=_with_recovery_index(settings, states),
         orders=orders,
         compensation_log=compensation_log,
         clock=clock,

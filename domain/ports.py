@@ -5,7 +5,7 @@ suite of assertions over every adapter of a port.
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
@@ -198,4 +198,94 @@ class LeaderLease(Protocol):
 
     def release(self, holder: str) -> None:
         """Give the lease up early (a clean shutdown), if ``holder`` has it."""
+        ...
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One entry of the recovery index (E14): "order OrderID holds a lock until CompleteBy".
+
+    A hint, never the truth: the scan checks every entry against the state record and drops
+    it when the record has moved on. ``Bucket`` is CompleteBy truncated to the index's bucket
+    size: the partition the Supervisor reads.
+    """
+
+    OrderID: str
+    CompleteBy: datetime
+    Bucket: datetime
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    entries: list[IndexEntry]
+    continuation: str | None
+    cost: float  # as Page.cost: request units on Cosmos, rows examined on SQLite
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def recovery_bucket(moment: datetime, size: timedelta) -> datetime:
+    """``moment`` truncated to a multiple of ``size`` since the Unix epoch (UTC).
+
+    Every writer and every Supervisor must use the same ``size``: an entry lives in exactly
+    one bucket, and a scan reads only the buckets this function names.
+    """
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware")
+    if size <= timedelta(0):
+        raise ValueError("the bucket size must be positive")
+    return _EPOCH + ((moment - _EPOCH) // size) * size
+
+
+class BucketSizeMismatch(ValueError):
+    """The index was built with another bucket size: its entries sit in buckets no scan reads."""
+
+
+def check_bucket_size(stored_seconds: float, configured: timedelta) -> None:
+    if stored_seconds != configured.total_seconds():
+        raise BucketSizeMismatch(
+            f"the recovery index was built with {stored_seconds / 60:g}-minute buckets, but "
+            f"SAS_RECOVERY_BUCKET_MINUTES is {configured.total_seconds() / 60:g}: "
+            "change it back, or start a new, empty index"
+        )
+
+
+class RecoveryIndex(Protocol):
+    """Where the Supervisor looks for expired locks on a large store (E14).
+
+    Entries are partitioned by CompleteBy bucket, so a scan is one single-partition read per
+    bucket between a persistent cursor and now, whatever the number of healthy records.
+    """
+
+    @property
+    def bucket_size(self) -> timedelta: ...
+
+    def add(self, order_id: str, complete_by: datetime) -> IndexEntry:
+        """Upsert the entry; adding the same (OrderID, CompleteBy) again changes nothing."""
+        ...
+
+    def due(self, bucket: datetime, now: datetime, limit: int, continuation: str | None = None) -> IndexPage:
+        """Entries of one bucket with ``CompleteBy < now``, by CompleteBy: one partition only.
+
+        The continuation stays valid while entries of the bucket are removed.
+        """
+        ...
+
+    def first_bucket(self, start: datetime, end: datetime) -> tuple[datetime | None, float]:
+        """The oldest bucket from ``start`` to ``end`` (both included) holding any entry, due or
+        not, and the store's cost: one small probe that skips a stretch of empty buckets."""
+        ...
+
+    def remove(self, entry: IndexEntry) -> float:
+        """Delete the entry; a missing one is fine. Returns the store's cost of the delete."""
+        ...
+
+    def cursor(self) -> datetime | None:
+        """The oldest bucket that may still hold entries; None while nothing has advanced it."""
+        ...
+
+    def advance_cursor(self, bucket: datetime) -> float:
+        """Move the cursor forward to ``bucket`` (never back: a racing Supervisor's older
+        value loses). Returns the store's cost."""
         ...

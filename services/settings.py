@@ -45,6 +45,7 @@ class Settings(BaseModel):
     cosmos_endpoint: str | None = Field(None, alias="CosmosDBConnection__accountEndpoint")
     cosmos_database: str = Field("sas", alias="SAS_COSMOS_DATABASE")
     cosmos_container: str = Field("orderState", alias="SAS_COSMOS_CONTAINER")
+    cosmos_recovery_container: str = Field("recoveryIndex", alias="SAS_COSMOS_RECOVERY_CONTAINER")
     sql_connection: str | None = Field(None, alias="SqlConnection")
     sql_dialect: Literal["sqlite-odbc", "sqlserver", "postgresql"] = Field(
         "sqlserver", alias="SAS_SQL_DIALECT"
@@ -89,6 +90,11 @@ class Settings(BaseModel):
     supervisor_lookback_hours: float = Field(168, alias="SAS_SUPERVISOR_LOOKBACK_HOURS", gt=0)
     supervisor_page_size: int = Field(100, alias="SAS_SUPERVISOR_PAGE_SIZE", ge=1, le=1000)
     supervisor_max_per_run: int = Field(500, alias="SAS_SUPERVISOR_MAX_PER_RUN", ge=1)
+    # E14: the Supervisor reads a recovery index partitioned by CompleteBy bucket instead of
+    # querying the records, so its scan cost follows the expired work, not the store's size.
+    # The bucket size is fixed for the life of an index (a different one misses old entries).
+    recovery_index: bool = Field(False, alias="SAS_RECOVERY_INDEX")
+    recovery_bucket_minutes: int = Field(5, alias="SAS_RECOVERY_BUCKET_MINUTES", ge=1, le=1440)
     # Longer than the Supervisor's cadence, so the leader renews it on every run (R10, R11).
     leader_lease_seconds: int = Field(30, alias="SAS_LEADER_LEASE_SECONDS", ge=15, le=60)
     lease_storage_connection: str | None = Field(None, alias="LeaseStorageConnection")
