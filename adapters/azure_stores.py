@@ -8,6 +8,8 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from azure.cosmos import ContainerProxy
+
 from adapters.blob_lease import BlobLeaderLease
 from adapters.cosmos_recovery_index import CosmosRecoveryIndex
 from adapters.cosmos_state_store import CosmosStateStore
@@ -40,43 +42,49 @@ def _credential(settings: Settings) -> Any:
     return DefaultAzureCredential(managed_identity_client_id=settings.managed_identity_client_id)
 
 
-def cosmos_state_store(settings: Settings) -> CosmosStateStore:
+def cosmos_container(
+    settings: Settings, container: str, **client_options: Any
+) -> tuple[ContainerProxy, bool]:
+    """A container of the account, and whether the account is a local emulator.
+
+    Throttling (429) is retried by the SDK itself, honouring the service's
+    ``x-ms-retry-after-ms``, but only ``SAS_COSMOS_THROTTLE_RETRIES`` times and for at most
+    ``SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS`` in all (plus the last wait the service asked for; the
+    SDK starts no new wait past it) — less than a step's window, so a throttled
+    write fails inside the attempt (and the attempt is retried by the Scheduler's policy, C2)
+    rather than outliving its ``CompleteBy``.
+    """
     from azure.cosmos import CosmosClient  # noqa: PLC0415
 
+    throttling = {
+        "retry_throttle_total": settings.cosmos_throttle_retries,
+        "retry_throttle_backoff_max": settings.cosmos_throttle_max_wait_seconds,
+        **client_options,
+    }
     if settings.cosmos_connection:
         # The local emulator: a self-signed certificate on loopback.
-        client = CosmosClient.from_connection_string(settings.cosmos_connection, connection_verify=False)
+        client = CosmosClient.from_connection_string(
+            settings.cosmos_connection, connection_verify=False, **throttling
+        )
         emulator = True
     elif settings.cosmos_endpoint:
-        client = CosmosClient(settings.cosmos_endpoint, credential=_credential(settings))
+        client = CosmosClient(settings.cosmos_endpoint, credential=_credential(settings), **throttling)
         emulator = False
     else:
         raise MissingSetting(
             "set CosmosDBConnection__accountEndpoint (azure) or CosmosDBConnection (emulator)"
         )
-    container = client.get_database_client(settings.cosmos_database).get_container_client(
-        settings.cosmos_container
-    )
+    return client.get_database_client(settings.cosmos_database).get_container_client(container), emulator
+
+
+def cosmos_state_store(settings: Settings, **client_options: Any) -> CosmosStateStore:
+    container, emulator = cosmos_container(settings, settings.cosmos_container, **client_options)
     return CosmosStateStore(container, emulator=emulator)
 
 
 def cosmos_recovery_index(settings: Settings) -> CosmosRecoveryIndex:
     """The recovery index container (E14), beside the state container in the same account."""
-    from azure.cosmos import CosmosClient  # noqa: PLC0415
-
-    if settings.cosmos_connection:
-        client = CosmosClient.from_connection_string(settings.cosmos_connection, connection_verify=False)
-        emulator = True
-    elif settings.cosmos_endpoint:
-        client = CosmosClient(settings.cosmos_endpoint, credential=_credential(settings))
-        emulator = False
-    else:
-        raise MissingSetting(
-            "set CosmosDBConnection__accountEndpoint (azure) or CosmosDBConnection (emulator)"
-        )
-    container = client.get_database_client(settings.cosmos_database).get_container_client(
-        settings.cosmos_recovery_container
-    )
+    container, emulator = cosmos_container(settings, settings.cosmos_recovery_container)
     return CosmosRecoveryIndex(
         container, timedelta(minutes=settings.recovery_bucket_minutes), emulator=emulator
     )

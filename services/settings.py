@@ -45,6 +45,12 @@ class Settings(BaseModel):
     cosmos_endpoint: str | None = Field(None, alias="CosmosDBConnection__accountEndpoint")
     cosmos_database: str = Field("sas", alias="SAS_COSMOS_DATABASE")
     cosmos_container: str = Field("orderState", alias="SAS_COSMOS_CONTAINER")
+    # 429s: the SDK retries, honouring x-ms-retry-after-ms, this often and this long in all;
+    # less than a step's window (checked below), so throttling cannot outlive a CompleteBy.
+    cosmos_throttle_retries: int = Field(5, alias="SAS_COSMOS_THROTTLE_RETRIES", ge=0, le=20)
+    cosmos_throttle_max_wait_seconds: int = Field(
+        10, alias="SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS", ge=1, le=60
+    )
     cosmos_recovery_container: str = Field("recoveryIndex", alias="SAS_COSMOS_RECOVERY_CONTAINER")
     sql_connection: str | None = Field(None, alias="SqlConnection")
     sql_dialect: Literal["sqlite-odbc", "sqlserver", "postgresql"] = Field(
@@ -113,6 +119,19 @@ class Settings(BaseModel):
                 f"x SAS_AGENT_MAX_ATTEMPTS={self.agent_max_attempts} "
                 f"x SAS_AGENT_REQUEST_MAX_DELIVERIES={self.agent_request_max_deliveries} "
                 f"= {attempts * per_attempt}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _throttling_fits_a_step(self) -> "Settings":
+        if self.profile == "embedded":
+            return self  # no Cosmos DB
+        if self.cosmos_throttle_max_wait_seconds >= min(self.step_timeout_seconds, self.start_grace_seconds):
+            raise ValueError(
+                f"SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS={self.cosmos_throttle_max_wait_seconds} must be "
+                f"below SAS_STEP_TIMEOUT_SECONDS={self.step_timeout_seconds} and "
+                f"SAS_START_GRACE_SECONDS={self.start_grace_seconds}: a throttled write must fail "
+                "inside its attempt's window, not after its CompleteBy"
             )
         return self
 

@@ -201,6 +201,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     CosmosDBConnection__clientId: identityClientId
     SAS_COSMOS_DATABASE: cosmosDatabaseName
     SAS_COSMOS_CONTAINER: cosmosContainerName
+    // 429s retried by the SDK within a step's window (README "Policies and their defaults")
+    SAS_COSMOS_THROTTLE_RETRIES: '5'
+    SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS: '10'
     SAS_COSMOS_RECOVERY_CONTAINER: cosmosRecoveryContainerName
     SAS_RECOVERY_INDEX: recoveryIndexEnabled ? 'true' : 'false'
     // Fixed for the life of an index: a different bucket size misses the entries already written.
