@@ -92,18 +92,25 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
                 for n, i in enumerate(ids)
             ]
         )
+        # A hostile message: devhost's trigger hands it to the app, the app dead-letters it by lock
+        # token with its reason, through the broker.
+        stack.ports().sender.send("orders", "{not json", message_id="garbage-1")
         everyone = silent + ids
         records = stack.wait_terminal(everyone, timeout=300)
         messaging = stack.ports().sender
         assert isinstance(messaging, ServiceBusMessaging)
         statuses = {app: [json.loads(m.body) for m in messaging.peek(app, 2000)] for app in APPS}
         in_sql = {i for i in everyone if stack.ports().orders.get(i) is not None}
+        dead = [(m.message_id, m.dead_letter_reason) for m in messaging.peek("orders/$deadletterqueue", 10)]
+        alerts = [json.loads(m.body) for m in messaging.peek("operator-alerts", 100)]
     finally:
         codes = stack.stop()
     assert set(records) == set(everyone)
     expected = {i: EXPECTED.get(n % 10, ProcessState.PROCESSED) for n, i in enumerate(ids)}
     expected |= {i: ProcessState.PROCESSED for i in silent}
     assert {i: r.ProcessState for i, r in records.items()} == expected
+    assert dead == [("garbage-1", "InvalidSchema")]
+    assert [a["Event"] for a in alerts if "garbage-1" in a["Reason"]] == ["SubmissionRejected"]
     assert in_sql == set(everyone)  # written through pyodbc to PostgreSQL by the submission function
     assert all(records[i].FailureCount >= 1 for i in silent)
     # Each submitting app hears about its own orders, on its own queue only (E16).
