@@ -22,6 +22,7 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
+from adapters.cosmos_state_store import first_page
 from domain.ports import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
 from domain.timestamps import format_ts, parse_ts
 
@@ -91,14 +92,9 @@ class CosmosRecoveryIndex:
             max_item_count=limit,
             response_hook=charges,
         ).by_page(continuation)
-        try:
-            items = list(next(pages))
-        except StopIteration:
-            items = []
-        # by_page() returns an ItemPaged page iterator, which has the token; its type says Iterator.
-        token: str | None = getattr(pages, "continuation_token", None)
+        items, token = first_page(pages)
         entries = [IndexEntry(str(i["OrderID"]), parse_ts(str(i["CompleteBy"])), bucket) for i in items]
-        return IndexPage(entries=entries, continuation=token or None, cost=charges.total)
+        return IndexPage(entries=entries, continuation=token, cost=charges.total)
 
     def first_bucket(self, start: datetime, end: datetime) -> tuple[datetime | None, float]:
         charges = _Charges()

@@ -6,6 +6,7 @@ key. The two scans are parameterised cross-partition queries paged with ``max_it
 continuation tokens, and each page's ``x-ms-request-charge`` is reported as its cost (E13).
 """
 
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +36,17 @@ _CLAIMABLE = (
     " AND (IS_NULL(c.NotBefore) OR c.NotBefore <= @now) ORDER BY c.CreatedAt"
 )
 _IN_STATE = "SELECT TOP @limit * FROM c WHERE c.ProcessState = @state ORDER BY c.OrderID"
+
+
+def first_page(pages: Iterator[Iterable[dict[str, Any]]]) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a ``by_page()`` iteration and the token to resume after it (None at the end)."""
+    try:
+        items = list(next(pages))
+    except StopIteration:
+        items = []
+    # by_page() returns an ItemPaged page iterator, which has the token; its type says Iterator.
+    token: str | None = getattr(pages, "continuation_token", None)
+    return items, token or None
 
 
 def _stored(item: dict[str, Any]) -> Stored:
@@ -111,13 +123,8 @@ class CosmosStateStore:
             # Per request, so concurrent scans never read each other's charge.
             response_hook=lambda headers, _: charges.append(float(headers.get("x-ms-request-charge", 0))),
         ).by_page(continuation)
-        try:
-            items = list(next(pages))
-        except StopIteration:
-            items = []
-        # by_page() returns an ItemPaged page iterator, which has the token; its type says Iterator.
-        token: str | None = getattr(pages, "continuation_token", None)
-        return Page(items=[_stored(i) for i in items], continuation=token or None, cost=sum(charges))
+        items, token = first_page(pages)
+        return Page(items=[_stored(i) for i in items], continuation=token, cost=sum(charges))
 
     def count_in_states(self, states: frozenset[ProcessState]) -> int:
         if not states:

@@ -5,6 +5,8 @@ WAL lets readers run beside the single writer; ``busy_timeout`` makes a writer w
 lock instead of failing, so several processes can use one file safely.
 """
 
+import base64
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -63,3 +65,16 @@ class SqliteDatabase:
                 conn.close()
             self._opened.clear()
         self._local = threading.local()
+
+
+def encode_token(complete_by: str, order_id: str) -> str:
+    """A continuation token: the (CompleteBy, OrderID) key a page ended on, opaque to callers."""
+    return base64.urlsafe_b64encode(json.dumps([complete_by, order_id]).encode()).decode()
+
+
+def decode_token(token: str) -> tuple[str, str]:
+    try:
+        complete_by, order_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(complete_by), str(order_id)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"invalid continuation token {token!r:.60}") from error

@@ -4,12 +4,10 @@ A file of its own, as the Cosmos index is a container of its own: the entry and 
 record are two separate writes, and the crash between them is a case the design covers.
 """
 
-import base64
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from adapters.sqlite_db import SqliteDatabase
+from adapters.sqlite_db import SqliteDatabase, decode_token, encode_token
 from domain.ports import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
 from domain.timestamps import format_ts, parse_ts
 
@@ -30,18 +28,6 @@ CREATE TABLE IF NOT EXISTS recovery_cursor (
 """
 
 _CURSOR = "supervisor"
-
-
-def _encode_token(complete_by: str, order_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([complete_by, order_id]).encode()).decode()
-
-
-def _decode_token(token: str) -> tuple[str, str]:
-    try:
-        complete_by, order_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(complete_by), str(order_id)
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"invalid continuation token {token!r:.60}") from error
 
 
 class SqliteRecoveryIndex:
@@ -75,7 +61,7 @@ class SqliteRecoveryIndex:
 
     def due(self, bucket: datetime, now: datetime, limit: int, continuation: str | None = None) -> IndexPage:
         # Keyset paging on (complete_by, order_id): removing entries never shifts a page.
-        after = _decode_token(continuation) if continuation else ("", "")
+        after = decode_token(continuation) if continuation else ("", "")
         rows = (
             self._db.connection()
             .execute(
@@ -89,7 +75,7 @@ class SqliteRecoveryIndex:
         more = len(rows) > limit
         rows = rows[:limit]
         entries = [IndexEntry(order_id, parse_ts(cb), bucket) for cb, order_id in rows]
-        token = _encode_token(rows[-1][0], rows[-1][1]) if more else None
+        token = encode_token(rows[-1][0], rows[-1][1]) if more else None
         return IndexPage(entries=entries, continuation=token, cost=float(1 + len(rows)))
 
     def first_bucket(self, start: datetime, end: datetime) -> tuple[datetime | None, float]:

@@ -6,14 +6,13 @@ Cosmos DB's If-Match. The columns beside the JSON body exist only for the two in
 queries: the Supervisor's expired window and the starter's claimable list.
 """
 
-import base64
 import json
 import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.sqlite_db import SqliteDatabase
+from adapters.sqlite_db import SqliteDatabase, decode_token, encode_token
 from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Stored
 from domain.record import StateRecord, from_document, to_document
@@ -57,18 +56,6 @@ def _columns(record: StateRecord) -> tuple[Any, ...]:
         doc["CreatedAt"],
         json.dumps(doc, separators=(",", ":")),
     )
-
-
-def _encode_token(complete_by: str, order_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([complete_by, order_id]).encode()).decode()
-
-
-def _decode_token(token: str) -> tuple[str, str]:
-    try:
-        complete_by, order_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(complete_by), str(order_id)
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"invalid continuation token {token!r:.60}") from error
 
 
 class SqliteStateStore:
@@ -145,7 +132,7 @@ class SqliteStateStore:
         continuation: str | None = None,
     ) -> Page:
         # Keyset paging on (complete_by, order_id): a token stays valid while records change.
-        after = _decode_token(continuation) if continuation else ("", "")
+        after = decode_token(continuation) if continuation else ("", "")
         rows = (
             self._db.connection()
             .execute(
@@ -163,7 +150,7 @@ class SqliteStateStore:
         more = len(rows) > page_size
         rows = rows[:page_size]
         items = [Stored(from_document(json.loads(doc)), etag) for etag, doc, _, _ in rows]
-        token = _encode_token(rows[-1][2], rows[-1][3]) if more else None
+        token = encode_token(rows[-1][2], rows[-1][3]) if more else None
         # One read for the page plus one per row: the rows the index range handed back.
         return Page(items=items, continuation=token, cost=float(1 + len(rows)))
 
