@@ -5,6 +5,7 @@ return. The same file runs on devhost (embedded profile) and on Azure Functions;
 adapters behind the ports change, chosen by settings in ``adapters/factory.py``.
 """
 
+import asyncio
 import functools
 import json
 import logging
@@ -142,7 +143,9 @@ def finish(payload: dict[str, Any]) -> dict[str, Any]:
 )
 @app.durable_client_input(client_name="client")
 async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
-    reply = intake.parse_reply(_delivery(msg, ports().settings.agent_replies_queue), ports())
+    # Off the event loop: rejecting a reply sends an alert and settles, both blocking calls.
+    delivery = _delivery(msg, ports().settings.agent_replies_queue)
+    reply = await asyncio.to_thread(intake.parse_reply, delivery, ports())
     if reply is None:
         return
     order_id = reply.InstanceID.rsplit("-", 1)[0]

@@ -14,6 +14,7 @@ Service Bus binding, still in beta; until it is adopted ``dead_letter`` raises
 raised before the attempt carries the reason (README "Known limitations").
 """
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,8 @@ from azure.servicebus import (
     ServiceBusSender,
     ServiceBusSubQueue,
 )
+from azure.servicebus.amqp import AmqpMessageBodyType
+from azure.servicebus.exceptions import ServiceBusError
 
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 
@@ -53,7 +56,7 @@ class BrokerMessage:
 def broker_message(message: ServiceBusReceivedMessage) -> BrokerMessage:
     return BrokerMessage(
         message_id=str(message.message_id),
-        body=message_body(message),
+        body=_message_bytes(message),
         correlation_id=message.correlation_id,
         content_type=message.content_type,
         application_properties=text_properties(message.application_properties),
@@ -63,11 +66,6 @@ def broker_message(message: ServiceBusReceivedMessage) -> BrokerMessage:
         dead_letter_reason=message.dead_letter_reason,
         dead_letter_error_description=message.dead_letter_error_description,
     )
-
-
-def message_body(message: ServiceBusReceivedMessage) -> bytes:
-    """A data body arrives as one or more sections; the app always sends one."""
-    return b"".join(bytes(section) for section in message.body)
 
 
 def text_properties(properties: dict[Any, Any] | None) -> dict[str, Any]:
@@ -84,6 +82,13 @@ def split_entity(queue: str) -> tuple[str, ServiceBusSubQueue | None]:
     if queue.lower().endswith(DEAD_LETTER_SUFFIX):
         return queue[: -len(DEAD_LETTER_SUFFIX)], ServiceBusSubQueue.DEAD_LETTER
     return queue, None
+
+
+def _message_bytes(message: ServiceBusReceivedMessage) -> bytes:
+    body: Any = message.body
+    if message.body_type == AmqpMessageBodyType.DATA:
+        return b"".join(bytes(section) for section in body)
+    return body if isinstance(body, bytes) else str(body or "").encode()
 
 
 def _devhost_dead_letter(lock_token: str, reason: str, description: str) -> bool:
@@ -185,7 +190,9 @@ class ServiceBusMessaging:
                 return False
             finally:
                 for other in held:
-                    receiver.abandon_message(other)
+                    # Its lock may have run out during a long scan: it is back on the DLQ anyway.
+                    with contextlib.suppress(ServiceBusError):
+                        receiver.abandon_message(other)
 
 
 def client_from_connection(

@@ -70,12 +70,15 @@ class ServiceBusAgentMessaging:
         self.receiver = client.get_queue_receiver(requests_queue, prefetch_count=0)
         self.sender = client.get_queue_sender(replies_queue)
         self._receiver_lock = asyncio.Lock()
+        # Pollers queue here, not on the receiver: a settlement or a renewal then waits for at
+        # most one receive (RECEIVE_WAIT_SECONDS), however many workers poll.
+        self._poll_gate = asyncio.Lock()
         self._sender_lock = asyncio.Lock()
         self._held: dict[str, ServiceBusReceivedMessage] = {}
         self._opened = False
 
     async def receive(self, max_messages: int) -> list[ReceivedMessage]:
-        async with self._receiver_lock:
+        async with self._poll_gate, self._receiver_lock:
             if not self._opened:
                 # Open the link first: a receive's short max_wait_time would also bound its opening.
                 await self.receiver.__aenter__()
@@ -91,14 +94,16 @@ class ServiceBusAgentMessaging:
         return views
 
     async def _settle(self, message: ReceivedMessage, settle: Callable[[Any], Awaitable[None]]) -> None:
-        held = self._held.pop(message.lock_token, None)
+        held = self._held.get(message.lock_token)
         if held is None:
             raise MessageLockLost(f"request {message.message_id} is no longer held")
         try:
             async with self._receiver_lock:
                 await settle(held)
         except (MessageLockLostError, MessageAlreadySettled) as error:
+            self._held.pop(message.lock_token, None)
             raise MessageLockLost(str(error)) from error
+        self._held.pop(message.lock_token, None)
 
     async def complete(self, message: ReceivedMessage) -> None:
         await self._settle(message, self.receiver.complete_message)

@@ -175,8 +175,8 @@ class Agent:
                 span.set_attribute("sas.attempts", reply.Attempts)
         finally:
             renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            # A renewer that failed must not throw the finished call away.
+            await asyncio.gather(renewer, return_exceptions=True)
         await self.messaging.reply(
             reply.model_dump_json(), message_id=f"{request.RequestID}:reply", correlation_id=request.OrderID
         )
@@ -198,6 +198,10 @@ class Agent:
             except MessageLockLost:
                 log.warning("could not renew the lock on %s", message.message_id)
                 return
+            except Exception:  # a passing broker error: try again soon, the lock may still hold
+                log.exception("renewing the lock on %s failed; retrying", message.message_id)
+                await asyncio.sleep(1)
+                continue
             message = _with_lock(message, locked_until)
 
     async def perform(self, request: AgentRequest) -> AgentReply:

@@ -414,24 +414,34 @@ class Host:
             settle = self.servicebus.complete
         finally:
             renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            # A renewer that failed must not keep the message from being settled.
+            await asyncio.gather(renewer, return_exceptions=True)
         try:
             await asyncio.get_running_loop().run_in_executor(self._pool, settle, message)
         except MessageLockLost:
             log.warning(
                 "lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name
             )
+        except Exception:  # a broker or connection error: the lock expires and the broker redelivers
+            log.exception("settling message %s of %s failed", message.message_id, spec.name)
 
     async def _renew_lock(self, message: ReceivedMessage) -> None:
-        """Keep the peek-lock while the function runs, as the Functions host does."""
-        queue = next(q for q in self.servicebus.queues() if q.name == message.queue.lower())
-        interval = max(queue.lock_duration.total_seconds() / 2, 0.01)
+        """Keep the peek-lock while the function runs, as the Functions host does: halfway to the
+        expiry the broker last reported, so a shorter lock than the config declares is kept too."""
+        if isinstance(self.clock, VirtualClock):
+            return  # virtual time only moves while the host is idle: a lock cannot expire mid-call
+        locked_until = message.locked_until
         while True:
-            if isinstance(self.clock, VirtualClock):
-                return  # virtual time only moves while the host is idle: a lock cannot expire mid-call
-            await asyncio.sleep(interval)
-            await asyncio.get_running_loop().run_in_executor(self._pool, self.servicebus.renew_lock, message)
+            await asyncio.sleep(max((locked_until - self.clock.now()).total_seconds() / 2, 0.01))
+            try:
+                locked_until = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self.servicebus.renew_lock, message
+                )
+            except MessageLockLost:
+                return  # settled meanwhile (e.g. dead-lettered by the function), or really lost
+            except Exception:  # a passing broker error: try again at the next interval
+                log.exception("renewing the lock on message %s failed", message.message_id)
+                locked_until = self.clock.now() + timedelta(seconds=1)
 
     # --- Durable: orchestrations and activities ---------------------------------------------
 

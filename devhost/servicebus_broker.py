@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
+from azure.servicebus.amqp import AmqpMessageBodyType
 from azure.servicebus.exceptions import MessageAlreadySettled, MessageLockLostError, ServiceBusError
 
 from devhost.servicebus import MessageLockLost, QueueConfig, ReceivedMessage
@@ -43,16 +44,32 @@ class _Held:
 def dead_letter_in_flight(lock_token: str, reason: str, description: str) -> bool:
     """Dead-letter a message a devhost trigger is processing; False if no trigger holds it."""
     with _in_flight_guard:
-        held = _in_flight.pop(lock_token, None)
+        held = _in_flight.get(lock_token)
     if held is None:
         return False
     with held.lock:
         held.receiver.dead_letter_message(held.message, reason=reason, error_description=description)
+    with _in_flight_guard:
+        _in_flight.pop(lock_token, None)
     return True
 
 
 def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def message_bytes(message: ServiceBusReceivedMessage) -> bytes:
+    """The body as bytes, whatever AMQP body the sender used: data sections (what the SDKs
+    send), or a single value (a JMS TextMessage, say); anything else reads as empty, so the
+    app rejects it with a reason rather than the receive failing."""
+    body: Any = message.body
+    if message.body_type == AmqpMessageBodyType.DATA:
+        return b"".join(bytes(section) for section in body)
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return b""
 
 
 def received_view(queue: str, message: ServiceBusReceivedMessage) -> ReceivedMessage:
@@ -61,7 +78,7 @@ def received_view(queue: str, message: ServiceBusReceivedMessage) -> ReceivedMes
         queue=queue,
         sequence_number=message.sequence_number or 0,
         message_id=str(message.message_id),
-        body=b"".join(bytes(section) for section in message.body),
+        body=message_bytes(message),
         correlation_id=message.correlation_id,
         content_type=message.content_type,
         subject=message.subject,
@@ -127,16 +144,20 @@ class BrokerServiceBus:
 
     def _settle(self, message: ReceivedMessage, action: str) -> None:
         with _in_flight_guard:
-            held = _in_flight.pop(message.lock_token, None)
+            held = _in_flight.get(message.lock_token)
         if held is None:
             return  # the function settled it itself (dead-lettered by lock token)
         try:
             with held.lock:
                 getattr(held.receiver, action)(held.message)
         except MessageAlreadySettled:
-            return
+            pass
         except MessageLockLostError as error:
             raise MessageLockLost(str(error)) from error
+        finally:
+            # Settled or lost either way; any other error leaves the lock to expire.
+            with _in_flight_guard:
+                _in_flight.pop(message.lock_token, None)
 
     def complete(self, message: ReceivedMessage) -> None:
         self._settle(message, "complete_message")

@@ -47,7 +47,7 @@ class Settings(BaseModel):
     cosmos_container: str = Field("orderState", alias="SAS_COSMOS_CONTAINER")
     # 429s: the SDK retries, honouring x-ms-retry-after-ms, this often and this long in all;
     # less than a step's window (checked below), so throttling cannot outlive a CompleteBy.
-    cosmos_throttle_retries: int = Field(5, alias="SAS_COSMOS_THROTTLE_RETRIES", ge=0, le=20)
+    cosmos_throttle_retries: int = Field(5, alias="SAS_COSMOS_THROTTLE_RETRIES", ge=1, le=20)
     cosmos_throttle_max_wait_seconds: int = Field(
         10, alias="SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS", ge=1, le=60
     )
@@ -126,10 +126,13 @@ class Settings(BaseModel):
     def _throttling_fits_a_step(self) -> "Settings":
         if self.profile == "embedded":
             return self  # no Cosmos DB
-        if self.cosmos_throttle_max_wait_seconds >= min(self.step_timeout_seconds, self.start_grace_seconds):
+        # Half the window: the SDK starts no new wait past the maximum, but finishes the last one.
+        if 2 * self.cosmos_throttle_max_wait_seconds > min(
+            self.step_timeout_seconds, self.start_grace_seconds
+        ):
             raise ValueError(
                 f"SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS={self.cosmos_throttle_max_wait_seconds} must be "
-                f"below SAS_STEP_TIMEOUT_SECONDS={self.step_timeout_seconds} and "
+                f"at most half of SAS_STEP_TIMEOUT_SECONDS={self.step_timeout_seconds} and of "
                 f"SAS_START_GRACE_SECONDS={self.start_grace_seconds}: a throttled write must fail "
                 "inside its attempt's window, not after its CompleteBy"
             )

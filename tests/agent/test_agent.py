@@ -249,3 +249,36 @@ def test_an_agent_killed_after_the_effect_replies_on_redelivery_with_one_effect(
     finally:
         assert stack.stop().get("second") == 0  # SIGTERM: a clean stop
         bus.close()
+
+
+class _FlakyRenewal(LocalAgentMessaging):
+    """The local bus, with a broker error on the first lock renewal."""
+
+    failed = False
+
+    async def renew_lock(self, message: Any) -> datetime:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("connection reset while renewing")
+        return await super().renew_lock(message)
+
+
+def test_a_failing_renewal_neither_loses_the_finished_call_nor_stops_renewing(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    rig = Rig(loop, tmp_path, AGENT_CALL_TIMEOUT_SECONDS=8)
+    try:
+        # A 3 s lock and a 4 s call: the first renewal (at 1 s) fails, the next one must hold it.
+        rig.bus.declare(QueueConfig(REQUESTS, max_delivery_count=2, lock_duration=timedelta(seconds=3)))
+        rig.profile(latency_ms=(4000, 4000))
+        flaky = _FlakyRenewal(rig.bus, REQUESTS, REPLIES)
+        rig.agent.messaging = flaky
+        rig.request("o-1:ReserveInventory", attempts=1)
+        assert rig.process() == 1
+        assert flaky.failed
+        [reply] = rig.replies()  # the call's outcome was replied, not thrown away
+        assert reply["Outcome"] == "ok"
+        assert rig.bus.counts(REQUESTS)["active"] + rig.bus.counts(REQUESTS)["locked"] == 0  # completed
+        assert len(rig.ledger("o-1:ReserveInventory")["calls"]) == 1
+    finally:
+        rig.close()

@@ -142,6 +142,8 @@ def test_the_lock_is_renewed_on_service_bus_while_a_slow_call_runs(rig: BrokerRi
 
         async def both() -> tuple[int, int]:
             slow = asyncio.create_task(first.poll_once(1))
+            while first.stats.received == 0 and not slow.done():  # the first agent holds it now
+                await asyncio.sleep(0.01)
             stolen = 0
             while not slow.done():
                 stolen += await second.poll_once(1)

@@ -113,5 +113,5 @@ def test_the_throttle_wait_must_fit_inside_a_step() -> None:
         "SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS": "30",
         "SAS_STEP_TIMEOUT_SECONDS": "20",
     }
-    with pytest.raises(SettingsError, match="SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS=30 must be below"):
+    with pytest.raises(SettingsError, match="SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS=30 must be at most half"):
         Settings.from_env(too_long)
