@@ -36,6 +36,7 @@ _CLAIMABLE = (
     " AND (IS_NULL(c.NotBefore) OR c.NotBefore <= @now) ORDER BY c.CreatedAt"
 )
 _IN_STATE = "SELECT TOP @limit * FROM c WHERE c.ProcessState = @state ORDER BY c.OrderID"
+_NOTICES = "SELECT TOP @limit * FROM c WHERE c.NoticePending = true ORDER BY c.OrderID"
 
 
 def first_page(pages: Iterator[Iterable[dict[str, Any]]]) -> tuple[list[dict[str, Any]], str | None]:
@@ -133,6 +134,10 @@ class CosmosStateStore:
         query = f"SELECT VALUE COUNT(1) FROM c WHERE c.ProcessState IN ({', '.join(names)})"
         parameters = dict(zip(names, sorted(s.value for s in states), strict=True))
         return int(sum(self._query(query, parameters, 1000)))  # type: ignore[arg-type]
+
+    def query_pending_notices(self, limit: int) -> list[Stored]:
+        items = self._query(_NOTICES, {"@limit": limit}, limit)
+        return [_stored(item) for item in items[:limit]]
 
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         items = self._query(_IN_STATE, {"@limit": limit, "@state": state.value}, limit)

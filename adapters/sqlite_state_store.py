@@ -37,6 +37,9 @@ CREATE INDEX IF NOT EXISTS ix_state_expiry
 CREATE INDEX IF NOT EXISTS ix_state_claimable
     ON state_records (created_at, order_id) WHERE process_state = 'Pending';
 CREATE INDEX IF NOT EXISTS ix_state_process_state ON state_records (process_state);
+-- The Supervisor's outbox: a partial index on the document, so no column (and no migration).
+CREATE INDEX IF NOT EXISTS ix_state_notice_pending
+    ON state_records (order_id) WHERE json_extract(doc, '$.NoticePending') = 1;
 """
 
 _LOCKED = (ProcessState.PROCESSING.value, ProcessState.COMPENSATING.value)
@@ -153,6 +156,18 @@ class SqliteStateStore:
         token = encode_token(rows[-1][2], rows[-1][3]) if more else None
         # One read for the page plus one per row: the rows the index range handed back.
         return Page(items=items, continuation=token, cost=float(1 + len(rows)))
+
+    def query_pending_notices(self, limit: int) -> list[Stored]:
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT etag, doc FROM state_records INDEXED BY ix_state_notice_pending"
+                " WHERE json_extract(doc, '$.NoticePending') = 1 ORDER BY order_id LIMIT ?",
+                (limit,),
+            )
+            .fetchall()
+        )
+        return [Stored(from_document(json.loads(doc)), etag) for etag, doc in rows]
 
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         rows = (

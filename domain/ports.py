@@ -65,6 +65,11 @@ class StateStore(Protocol):
 
     def count_in_states(self, states: frozenset[ProcessState]) -> int: ...
 
+    def query_pending_notices(self, limit: int) -> list[Stored]:
+        """Records whose ``NoticePending`` is set: the Supervisor's outbox. Its cost follows the
+        notices pending (normally none), never the number of records."""
+        ...
+
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         """Records in one state, by OrderID: for operators, not for any per-order path."""
         ...

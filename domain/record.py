@@ -72,6 +72,9 @@ class StateRecord:
     NotBefore: datetime | None = None
     CompensationRequested: bool = False
     LastError: str | None = None
+    # The Supervisor's outbox (E15): it gave up on this record and has not yet told the
+    # submitter and an operator. Set in the same write as the terminal state, cleared once told.
+    NoticePending: bool = False
     SchemaVersion: int = SCHEMA_VERSION
 
     @property
@@ -109,6 +112,7 @@ def to_document(record: StateRecord) -> dict[str, Any]:
             "CallsUsed": dict(record.RetryBudget.CallsUsed),
         },
         "LastError": record.LastError,
+        "NoticePending": record.NoticePending,
         "CreatedAt": format_ts(record.CreatedAt),
         "UpdatedAt": format_ts(record.UpdatedAt),
     }
@@ -190,5 +194,7 @@ def from_document(doc: Mapping[str, Any]) -> StateRecord:
         NotBefore=parse_optional(data["NotBefore"]),
         CompensationRequested=bool(data["CompensationRequested"]),
         LastError=data["LastError"],
+        # Added within schema 2 with a safe default: documents written before it read as False.
+        NoticePending=bool(data.get("NoticePending", False)),
         SchemaVersion=SCHEMA_VERSION,
     )

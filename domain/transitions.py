@@ -331,7 +331,9 @@ def recover_expired(
         what = "compensation step" if compensating else "step"
         error = f"{what} {step} expired {step_failures} times (last attempt {record.LockedBy})"
         final = ProcessState.COMPENSATION_FAILED if compensating else ProcessState.ERROR
-        return Recovery(_release(counted, final, now, error), RecoveryOutcome.GAVE_UP, step)
+        # The notice goes out after this write; the mark makes a lost one go out on a later run.
+        gave_up = replace(_release(counted, final, now, error), NoticePending=True)
+        return Recovery(gave_up, RecoveryOutcome.GAVE_UP, step)
     outcome = RecoveryOutcome.RETRY if step_failures <= policy.quick_retries else RecoveryOutcome.COOL_DOWN
     pending = replace(
         _release(counted, ProcessState.PENDING, now, None),
@@ -376,9 +378,18 @@ def request_compensation(record: StateRecord, *, now: datetime) -> StateRecord:
     )
 
 
+def noticed(record: StateRecord, *, now: datetime) -> StateRecord:
+    """The Supervisor told the submitter and an operator that it gave up: clear its outbox mark."""
+    if not record.NoticePending:
+        raise IllegalTransition(f"noticed: order {record.OrderID} has no notice pending")
+    return replace(record, NoticePending=False, UpdatedAt=now)
+
+
 def _reopen(record: StateRecord, now: datetime, *, compensate: bool) -> StateRecord:
+    # An operator moved the order on: the give-up notice, if never sent, is moot now.
     return replace(
         record,
+        NoticePending=False,
         ProcessState=ProcessState.PENDING,
         LockedBy=None,
         CompleteBy=None,

@@ -136,6 +136,9 @@ class IndexedStateStore:
     def count_in_states(self, states: frozenset[ProcessState]) -> int:
         return self._states.count_in_states(states)
 
+    def query_pending_notices(self, limit: int) -> list[Stored]:
+        return self._states.query_pending_notices(limit)
+
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         return self._states.query_in_state(state, limit)
 

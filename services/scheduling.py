@@ -4,8 +4,10 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from domain import transitions
+from domain.errors import IllegalTransition, PreconditionFailed
+from domain.ports import Stored
 from domain.states import ProcessState
-from domain.transitions import Recovery
 from domain.workflow import orchestrator_name
 from services import telemetry
 from services.claim_pending import ClaimReport, claim_pending
@@ -58,6 +60,20 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
     return report
 
 
+def tell_gave_up(ports: Ports, stored: Stored) -> bool:
+    """Tell the submitter and an operator, then clear the record's outbox mark. Every message has
+    a stable MessageId, so telling again after a crash is deduplicated by the broker."""
+    try:
+        notify_gave_up(ports, stored.record)
+        ports.states.replace(transitions.noticed(stored.record, now=ports.clock.now()), stored.etag)
+    except (PreconditionFailed, IllegalTransition):
+        return False  # the record moved on (an operator, or another Supervisor told it already)
+    except Exception:  # the mark stays: the next run tells again
+        log.exception("could not report that order %s gave up; the next run retries", stored.record.OrderID)
+        return False
+    return True
+
+
 def supervise_and_notify(ports: Ports) -> SupervisionReport:
     """One Supervisor run: recover what expired, and tell submitters and operators what it gave up."""
     settings = ports.settings
@@ -65,15 +81,16 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
         log.debug("supervisor: another instance holds the lease; not scanning")
         return SupervisionReport()
 
-    def tell(recovery: Recovery) -> None:
-        try:
-            notify_gave_up(ports, recovery.record)
-        except Exception:  # the record is already terminal: the log is the last place to tell
-            log.exception("could not report that order %s gave up", recovery.record.OrderID)
-
     report = supervise(
-        ports.states, ports.clock, settings.scheduler_policy.recovery, settings.supervisor_scan, tell
+        ports.states,
+        ports.clock,
+        settings.scheduler_policy.recovery,
+        settings.supervisor_scan,
+        lambda _, stored: tell_gave_up(ports, stored),
     )
+    # The outbox: notices a failed send or a crash after the give-up's write left behind.
+    for stored in ports.states.query_pending_notices(settings.supervisor_scan.page_size):
+        tell_gave_up(ports, stored)
     telemetry.supervisor_pages.add(report.pages)
     telemetry.supervisor_items.add(report.scanned)
     telemetry.supervisor_cost.add(report.cost)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from domain import transitions
 from domain.errors import IllegalTransition, PreconditionFailed
 from domain.policy import RecoveryPolicy, SupervisorScan
-from domain.ports import Clock, StateStore
+from domain.ports import Clock, StateStore, Stored
 from domain.transitions import Recovery, RecoveryOutcome
 
 
@@ -32,10 +32,11 @@ def supervise(
     clock: Clock,
     policy: RecoveryPolicy,
     scan: SupervisorScan,
-    on_gave_up: Callable[[Recovery], None] | None = None,
+    on_gave_up: Callable[[Recovery, Stored], object] | None = None,
 ) -> SupervisionReport:
-    """``on_gave_up`` runs right after each give-up is written, so that a later failure in the
-    scan cannot cost an earlier order its notifications."""
+    """``on_gave_up`` runs right after each give-up is written (with what was stored, to clear
+    the record's ``NoticePending`` after telling), so that a later failure in the scan cannot
+    cost an earlier order its notifications."""
     now = clock.now()
     report = SupervisionReport()
     token: str | None = None
@@ -58,14 +59,14 @@ def supervise(
                 recovery = transitions.recover_expired(
                     item.record, expected_locked_by=expired_by, now=now, policy=policy
                 )
-                states.replace(recovery.record, item.etag)
+                written = states.replace(recovery.record, item.etag)
             except (PreconditionFailed, IllegalTransition):
                 report.lost += 1
                 continue
             if recovery.outcome is RecoveryOutcome.GAVE_UP:
                 report.gave_up.append(recovery)
                 if on_gave_up is not None:
-                    on_gave_up(recovery)
+                    on_gave_up(recovery, written)
             else:
                 report.recovered.append(recovery)
         token = page.continuation

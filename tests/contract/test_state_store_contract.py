@@ -158,6 +158,28 @@ def test_query_in_state_lists_one_state_by_order_id(state_store: StateStore) -> 
     assert state_store.query_in_state(ProcessState.ERROR, 10) == []
 
 
+def test_pending_notices_are_found_by_their_mark_and_nothing_else(state_store: StateStore) -> None:
+    now = T0 + timedelta(days=1)
+    for n in range(3):
+        state_store.create_if_absent(expired(f"x-{n}", now))
+    state_store.create_if_absent(replace(processing("terminal", T0), NoticePending=False))
+    give_up = RecoveryPolicy(quick_retries=0, extended_retries=0)
+    for order_id in ("x-0", "x-2"):
+        stored = state_store.get(order_id)
+        assert stored is not None
+        gave_up = transitions.recover_expired(
+            stored.record, expected_locked_by=stored.record.LockedBy or "", now=now, policy=give_up
+        )
+        state_store.replace(gave_up.record, stored.etag)
+    pending_notices = state_store.query_pending_notices(10)
+    assert [s.record.OrderID for s in pending_notices] == ["x-0", "x-2"]
+    assert all(s.record.ProcessState is ProcessState.ERROR for s in pending_notices)
+    assert [s.record.OrderID for s in state_store.query_pending_notices(1)] == ["x-0"]
+    told = transitions.noticed(pending_notices[0].record, now=now)
+    state_store.replace(told, pending_notices[0].etag)
+    assert [s.record.OrderID for s in state_store.query_pending_notices(10)] == ["x-2"]
+
+
 def test_count_in_states(state_store: StateStore) -> None:
     state_store.create_if_absent(pending("a", T0))
     state_store.create_if_absent(processing("b", T0))

@@ -114,6 +114,6 @@ def test_each_give_up_is_reported_as_soon_as_it_is_written(stores: Stores, clock
             clock,
             give_up_now,
             SupervisorScan(),
-            lambda r: told.append(r.record.OrderID),
+            lambda r, _: told.append(r.record.OrderID),
         )
     assert told == ["e-0", "e-1"]

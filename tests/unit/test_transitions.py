@@ -252,3 +252,27 @@ def test_a_repeated_begin_of_the_same_step_debits_nothing_more() -> None:
     assert again.record.CompleteBy == first.record.CompleteBy  # the same deadline
     done = t.complete_step(again.record, instance="o-1-1", step="Charge", now=later, policy=POLICY)
     assert done.CurrentGrant == 0
+
+
+def test_a_give_up_is_written_with_its_notice_pending_and_an_operator_move_clears_it() -> None:
+    record = processing("o-1", T0)
+    late = (record.CompleteBy or T0) + timedelta(seconds=1)
+    gave_up = t.recover_expired(
+        record,
+        expected_locked_by="o-1-1",
+        now=late,
+        policy=RecoveryPolicy(quick_retries=0, extended_retries=0),
+    ).record
+    assert gave_up.ProcessState is ProcessState.ERROR and gave_up.NoticePending
+    told = t.noticed(gave_up, now=late)
+    assert not told.NoticePending and told.ProcessState is ProcessState.ERROR
+    with pytest.raises(IllegalTransition):
+        t.noticed(told, now=late)
+    assert not t.resubmit(gave_up, now=late).NoticePending  # moot: the order is moving again
+
+
+def test_a_retry_is_not_a_notice() -> None:
+    record = processing("o-1", T0)
+    late = (record.CompleteBy or T0) + timedelta(seconds=1)
+    retried = t.recover_expired(record, expected_locked_by="o-1-1", now=late, policy=RecoveryPolicy())
+    assert retried.record.ProcessState is ProcessState.PENDING and not retried.record.NoticePending

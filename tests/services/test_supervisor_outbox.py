@@ -1,0 +1,115 @@
+"""The Supervisor's outbox (E15): a give-up is written with ``NoticePending``, so that a send that
+fails — or a crash between the write and the send — is told on a later run, exactly as it would
+have been, and never twice once told."""
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.factory import build_ports
+from devhost.servicebus import LocalServiceBus, QueueConfig
+from domain import transitions
+from domain.ports import MessageSender
+from domain.states import ProcessState
+from services.context import Ports
+from services.scheduling import supervise_and_notify
+from services.settings import Settings
+from services.submit_order import submit_order
+from tests.conftest import T0, make_submission
+
+QUEUES = ("status-app-a", "operator-alerts")
+
+
+class BrokenSender:
+    def send(self, queue: str, body: str, **_: object) -> None:
+        raise ConnectionError("injected: Service Bus is unreachable")
+
+
+@pytest.fixture
+def ports(tmp_path: Path) -> Iterator[Ports]:
+    bus = LocalServiceBus(tmp_path / "sb.db")
+    for queue in QUEUES:
+        bus.declare(QueueConfig(queue))
+    settings = Settings.from_env(
+        {
+            "SAS_DATA_DIR": str(tmp_path / "data"),
+            "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
+            "SAS_QUICK_RETRIES": "0",
+            "SAS_EXTENDED_RETRIES": "0",  # the first expiry gives up
+        }
+    )
+    built = build_ports(settings)
+    yield dataclasses.replace(built, clock=ManualClock(T0))
+    bus.close()
+
+
+def _told(ports: Ports) -> dict[str, list[str]]:
+    bus = LocalServiceBus(Path(ports.settings.local_servicebus_path))
+    try:
+        return {q: [json.loads(m.body)["OrderID"] for m in bus.peek(q, 100)] for q in QUEUES}
+    finally:
+        bus.close()
+
+
+def _with_sender(ports: Ports, sender: MessageSender) -> Ports:
+    return dataclasses.replace(ports, sender=sender)
+
+
+def _accepted_then_abandoned(ports: Ports, order_id: str) -> None:
+    """Submitted (SQL row and state record), claimed, and then its orchestration vanished."""
+    policy = ports.settings.scheduler_policy
+    submit_order(
+        make_submission(order_id),
+        orders=ports.orders,
+        states=ports.states,
+        clock=ports.clock,
+        policy=policy,
+        allowed_status_queues=frozenset(ports.settings.status_queues),
+        workflow_version="v1",
+    )
+    stored = ports.states.get(order_id)
+    assert stored is not None
+    ports.states.replace(transitions.claim(stored.record, now=ports.clock.now(), policy=policy), stored.etag)
+    assert isinstance(ports.clock, ManualClock)
+    ports.clock.advance(policy.start_grace + timedelta(seconds=1))
+
+
+def test_a_give_up_whose_notice_failed_is_told_on_the_next_run_and_only_once(ports: Ports) -> None:
+    _accepted_then_abandoned(ports, "o-1")
+    first = supervise_and_notify(_with_sender(ports, BrokenSender()))
+    assert [r.record.OrderID for r in first.gave_up] == ["o-1"]
+    stored = ports.states.get("o-1")
+    assert stored is not None
+    assert stored.record.ProcessState is ProcessState.ERROR and stored.record.NoticePending
+    assert _told(ports) == {"status-app-a": [], "operator-alerts": []}
+
+    supervise_and_notify(ports)  # the sender works again
+    assert _told(ports) == {"status-app-a": ["o-1"], "operator-alerts": ["o-1"]}
+    stored = ports.states.get("o-1")
+    assert stored is not None and not stored.record.NoticePending
+    assert ports.states.query_pending_notices(10) == []
+
+    supervise_and_notify(ports)
+    assert _told(ports) == {"status-app-a": ["o-1"], "operator-alerts": ["o-1"]}
+
+
+def test_a_crash_between_the_give_up_and_its_notice_is_told_on_the_next_run(ports: Ports) -> None:
+    """The write landed and the process died before telling: nothing but the record remembers."""
+    _accepted_then_abandoned(ports, "o-1")
+    stored = ports.states.get("o-1")
+    assert stored is not None
+    gave_up = transitions.recover_expired(
+        stored.record,
+        expected_locked_by=stored.record.LockedBy or "",
+        now=ports.clock.now(),
+        policy=ports.settings.scheduler_policy.recovery,
+    )
+    ports.states.replace(gave_up.record, stored.etag)  # ... and the process dies here
+    assert _told(ports) == {"status-app-a": [], "operator-alerts": []}
+    supervise_and_notify(ports)
+    assert _told(ports) == {"status-app-a": ["o-1"], "operator-alerts": ["o-1"]}
