@@ -14,7 +14,7 @@ from domain import transitions
 from domain.errors import RetryBudgetExhausted
 from domain.ids import idempotency_key, request_message_id
 from domain.messages import AgentRequest, OrderStatus
-from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored
+from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored, status_version
 from domain.record import StateRecord
 from domain.states import LOCKED_STATES, ProcessState
 from domain.workflow import WORKFLOWS, Workflow
@@ -198,12 +198,19 @@ def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         problem = _confirmation_problem(order)
         if problem is not None:
             return {"Fenced": False, "Error": f"ConfirmOrder: {problem}"}
-        ports.orders.update_status(attempt.order_id, "Confirmed", ports.clock.now())
+        _set_status(ports, stored.record, "Confirmed")
     elif action == "ShipOrder":
-        ports.orders.update_status(attempt.order_id, "Shipped", ports.clock.now())
+        _set_status(ports, stored.record, "Shipped")
     else:
         return {"Fenced": False, "Error": f"no local action {action!r}"}
     return record_step(payload, ports, stored)
+
+
+def _set_status(ports: Ports, record: StateRecord, status: str) -> None:
+    # Versioned by the attempt that read the record: if a newer attempt, or the Supervisor's
+    # give-up, has written since, this stale write changes nothing.
+    version = status_version(record.Attempt, status)
+    ports.orders.update_status(record.OrderID, status, ports.clock.now(), version=version)
 
 
 def _skus(order: dict[str, Any], prefix: str) -> list[str]:

@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS Orders (
     StatusQueue VARCHAR(50)  NOT NULL,
     OrderHash   CHAR(64)     NOT NULL,
     Status      VARCHAR(32)  NOT NULL,
+    StatusVersion INT        NOT NULL DEFAULT 0,
     CreatedAt   {datetime2}  NOT NULL,
     UpdatedAt   {datetime2}  NOT NULL
 );
@@ -226,14 +227,19 @@ class SqlOrdersRepository:
             UpdatedAt=self._dt_value(updated),
         )
 
-    def update_status(self, order_id: str, status: str, now: datetime) -> None:
+    def update_status(self, order_id: str, status: str, now: datetime, *, version: int) -> bool:
         with self._cursor() as cursor:
             cursor.execute(
-                "UPDATE Orders SET Status = ?, UpdatedAt = ? WHERE OrderID = ?",
-                (status, self._dt_param(now), order_id),
+                "UPDATE Orders SET Status = ?, StatusVersion = ?, UpdatedAt = ?"
+                " WHERE OrderID = ? AND StatusVersion <= ?",
+                (status, version, self._dt_param(now), order_id, version),
             )
-            if cursor.rowcount == 0:
+            if cursor.rowcount > 0:
+                return True
+            cursor.execute("SELECT 1 FROM Orders WHERE OrderID = ?", (order_id,))
+            if cursor.fetchone() is None:
                 raise RecordNotFound(f"no order {order_id}")
+            return False
 
 
 def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
@@ -249,6 +255,9 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
     try:
         setup.execute("PRAGMA journal_mode=WAL")
         setup.executescript(SQLITE_SCHEMA)
+        # A database made before Orders.StatusVersion existed (CREATE TABLE IF NOT EXISTS keeps it).
+        if "StatusVersion" not in {row[1] for row in setup.execute("PRAGMA table_info(Orders)")}:
+            setup.execute("ALTER TABLE Orders ADD COLUMN StatusVersion INT NOT NULL DEFAULT 0")
     finally:
         setup.close()
     return SqlOrdersRepository(connect, SQLITE)

@@ -103,6 +103,18 @@ class InsertOutcome(StrEnum):
     CONFLICT = "conflict"
 
 
+# Orders.Status is written by several attempts, and by the Supervisor: each write carries a version,
+# and a write never replaces a newer one. A later attempt outranks an earlier one; within an
+# attempt, a later step outranks an earlier one, and the attempt's end (a terminal status)
+# outranks its steps — so a stale attempt's late "Confirmed" cannot undo a "Failed".
+STATUS_PHASES: dict[str, int] = {"Confirmed": 1, "Shipped": 2}
+TERMINAL_STATUS_PHASE = 9
+
+
+def status_version(attempt: int, status: str) -> int:
+    return attempt * 10 + STATUS_PHASES.get(status, TERMINAL_STATUS_PHASE)
+
+
 class OrdersRepository(Protocol):
     def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
         """Insert the order; an existing one with the same OrderHash is a match, else a conflict."""
@@ -110,8 +122,10 @@ class OrdersRepository(Protocol):
 
     def get(self, order_id: str) -> OrderRow | None: ...
 
-    def update_status(self, order_id: str, status: str, now: datetime) -> None:
-        """Raises ``RecordNotFound`` for an unknown order."""
+    def update_status(self, order_id: str, status: str, now: datetime, *, version: int) -> bool:
+        """Set the status unless a write of a higher ``version`` (``status_version``) came first:
+        in one conditional statement, so a stale writer cannot slip in between a check and the
+        write. False when a newer status stays; raises ``RecordNotFound`` for an unknown order."""
         ...
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from domain.messages import OperatorAlert, OrderStatus, StatusMessage
-from domain.ports import MessageSender
+from domain.ports import MessageSender, status_version
 from domain.record import StateRecord
 from domain.states import ProcessState
 from services import telemetry
@@ -79,7 +79,9 @@ def announce(
     the submitter's own status queue (E16) and, when it needs a person, an operator (C11)."""
     now = ports.clock.now()
     if sql_status is not None:
-        ports.orders.update_status(record.OrderID, sql_status, now)
+        ports.orders.update_status(
+            record.OrderID, sql_status, now, version=status_version(record.Attempt, sql_status)
+        )
     if status is not None:
         post_status(
             ports.sender,

@@ -10,9 +10,14 @@ CREATE TABLE Orders (
     StatusQueue VARCHAR(50)  NOT NULL,
     OrderHash   CHAR(64)     NOT NULL,
     Status      VARCHAR(32)  NOT NULL,
+    StatusVersion INT        NOT NULL DEFAULT 0,
     CreatedAt   DATETIME2  NOT NULL,
     UpdatedAt   DATETIME2  NOT NULL
 );
+GO
+-- A database provisioned before Orders.StatusVersion existed.
+IF COL_LENGTH(N'dbo.Orders', N'StatusVersion') IS NULL
+ALTER TABLE Orders ADD StatusVersion INT NOT NULL DEFAULT 0;
 GO
 IF OBJECT_ID(N'dbo.OrderLines', N'U') IS NULL
 CREATE TABLE OrderLines (

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from domain.errors import RecordNotFound
-from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository
+from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, status_version
 from tests.conftest import T0
 
 
@@ -97,9 +97,31 @@ def test_concurrent_inserts_of_different_data_under_one_id_keep_exactly_one(
 
 def test_update_status(orders_repository: OrdersRepository) -> None:
     orders_repository.insert_if_absent(order())
-    orders_repository.update_status("o-1", "Confirmed", T0 + timedelta(minutes=3))
+    confirmed = status_version(1, "Confirmed")
+    assert orders_repository.update_status("o-1", "Confirmed", T0 + timedelta(minutes=3), version=confirmed)
     stored = orders_repository.get("o-1")
     assert stored is not None
     assert stored.Status == "Confirmed" and stored.UpdatedAt == T0 + timedelta(minutes=3)
+    # The same write again (an activity retried) is harmless.
+    assert orders_repository.update_status("o-1", "Confirmed", T0 + timedelta(minutes=4), version=confirmed)
     with pytest.raises(RecordNotFound):
-        orders_repository.update_status("unknown", "Confirmed", T0)
+        orders_repository.update_status("unknown", "Confirmed", T0, version=confirmed)
+
+
+def test_a_stale_status_write_never_replaces_a_newer_one(orders_repository: OrdersRepository) -> None:
+    orders_repository.insert_if_absent(order())
+    later = T0 + timedelta(minutes=5)
+    # Attempt 1 expired and the Supervisor gave up on it: Failed, at attempt 1's end.
+    assert orders_repository.update_status("o-1", "Failed", later, version=status_version(1, "Failed"))
+    # ... then attempt 1's ConfirmOrder, which read the record before the give-up, lands late.
+    stale = status_version(1, "Confirmed")
+    assert not orders_repository.update_status(
+        "o-1", "Confirmed", later + timedelta(seconds=1), version=stale
+    )
+    stored = orders_repository.get("o-1")
+    assert stored is not None and (stored.Status, stored.UpdatedAt) == ("Failed", later)
+    # An operator's resubmit starts attempt 2, whose writes outrank everything of attempt 1.
+    assert orders_repository.update_status("o-1", "Confirmed", later, version=status_version(2, "Confirmed"))
+    assert not orders_repository.update_status("o-1", "Shipped", later, version=status_version(1, "Shipped"))
+    stored = orders_repository.get("o-1")
+    assert stored is not None and stored.Status == "Confirmed"
