@@ -27,17 +27,25 @@ REQUESTS, REPLIES = "agent-requests", "agent-replies"
 POLL = 0.02  # seconds between looks at the clock while a scenario's time passes
 
 
+def start_simulator(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> tuple[web.Application, web.AppRunner, int]:
+    """The simulator in this process, on a free loopback port; stop it with ``runner.cleanup()``."""
+    app = create_app(tmp_path / "ledger.db", FaultProfile())
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port: int = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return app, runner, port
+
+
 class Rig:
     """The simulator in-process, a local Service Bus, and an Agent with fast settings."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, tmp_path: Path, **settings: Any) -> None:
         self.loop = loop
-        self.app = create_app(tmp_path / "ledger.db", FaultProfile())
-        self.runner = web.AppRunner(self.app)
-        loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.app, self.runner, port = start_simulator(loop, tmp_path)
         self.bus = LocalServiceBus(
             tmp_path / "sb.db",
             [

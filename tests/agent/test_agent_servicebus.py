@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
@@ -20,8 +19,9 @@ from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
 from domain.messages import AgentRequest
-from simulator.app import SIMULATOR, create_app
+from simulator.app import SIMULATOR
 from simulator.profile import FaultProfile
+from tests.agent.test_agent import start_simulator
 
 REQUESTS, REPLIES = "agent-requests", "agent-replies"
 
@@ -30,12 +30,7 @@ class BrokerRig:
     def __init__(self, loop: asyncio.AbstractEventLoop, tmp_path: Path, broker: Any) -> None:
         self.loop = loop
         self.broker = broker
-        self.app = create_app(tmp_path / "ledger.db", FaultProfile())
-        self.runner = web.AppRunner(self.app)
-        loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.app, self.runner, port = start_simulator(loop, tmp_path)
         self.settings = AgentSettings.model_validate(
             {
                 "AGENT_BACKOFF_INITIAL_SECONDS": 0.02,
