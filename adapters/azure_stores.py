@@ -62,7 +62,10 @@ def cosmos_container(
         **client_options,
     }
     if settings.cosmos_connection:
-        # The local emulator: a self-signed certificate on loopback.
+        # The local emulator: a self-signed certificate on loopback, so no warning per request.
+        import urllib3  # noqa: PLC0415
+
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         client = CosmosClient.from_connection_string(
             settings.cosmos_connection, connection_verify=False, **throttling
         )

@@ -92,7 +92,7 @@ class CosmosRecoveryIndex:
             max_item_count=limit,
             response_hook=charges,
         ).by_page(continuation)
-        items, token = first_page(pages)
+        items, token = first_page(pages, continuation)
         entries = [IndexEntry(str(i["OrderID"]), parse_ts(str(i["CompleteBy"])), bucket) for i in items]
         return IndexPage(entries=entries, continuation=token, cost=charges.total)
 

@@ -39,14 +39,18 @@ _IN_STATE = "SELECT TOP @limit * FROM c WHERE c.ProcessState = @state ORDER BY c
 _NOTICES = "SELECT TOP @limit * FROM c WHERE c.NoticePending = true ORDER BY c.OrderID"
 
 
-def first_page(pages: Iterator[Iterable[dict[str, Any]]]) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of a ``by_page()`` iteration and the token to resume after it (None at the end)."""
+def first_page(
+    pages: Iterator[Iterable[dict[str, Any]]], sent: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a ``by_page(sent)`` iteration and the token to resume after it (None at the end)."""
     try:
         items = list(next(pages))
     except StopIteration:
         items = []
     # by_page() returns an ItemPaged page iterator, which has the token; its type says Iterator.
     token: str | None = getattr(pages, "continuation_token", None)
+    if not items and token == sent:
+        return items, None  # no progress: the server no longer knows that cursor (it is the end)
     return items, token or None
 
 
@@ -124,7 +128,7 @@ class CosmosStateStore:
             # Per request, so concurrent scans never read each other's charge.
             response_hook=lambda headers, _: charges.append(float(headers.get("x-ms-request-charge", 0))),
         ).by_page(continuation)
-        items, token = first_page(pages)
+        items, token = first_page(pages, continuation)
         return Page(items=[_stored(i) for i in items], continuation=token, cost=sum(charges))
 
     def count_in_states(self, states: frozenset[ProcessState]) -> int:

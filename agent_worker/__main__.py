@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=str(os.getpid()), help="a name for the logs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s] agent {args.name}: %(message)s")
+    # The Azure SDKs log every AMQP state change at INFO: that is their debug.
+    logging.getLogger("azure").setLevel(logging.WARNING)
     load_local_settings(args.app_dir.resolve())
     telemetry_export.configure("agent")
     try:

@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("instance_id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
+    # The Azure SDKs log every HTTP request and AMQP state change at INFO: that is their debug.
+    logging.getLogger("azure").setLevel(logging.WARNING)
     try:
         if args.command == "start":
             return asyncio.run(_start(args.app_dir, args.data_dir, args.port))

@@ -69,8 +69,12 @@ def supervise(
                     on_gave_up(recovery, written)
             else:
                 report.recovered.append(recovery)
-        token = page.continuation
-        if token is None:
+        if page.continuation is None or (page.continuation == token and not page.items):
+            # An empty page that hands back the token it was given would loop forever (the
+            # open-source Cosmos server does this once a query's cursor is gone): end the run;
+            # the next run starts afresh.
+            token = None
             break
+        token = page.continuation
     report.truncated = token is not None
     return report

@@ -7,6 +7,7 @@ import pytest
 from adapters.clock import ManualClock
 from domain import transitions
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
+from domain.ports import Page
 from domain.states import ProcessState
 from services.claim_pending import claim_pending
 from services.supervise import supervise
@@ -117,3 +118,21 @@ def test_each_give_up_is_reported_as_soon_as_it_is_written(stores: Stores, clock
             lambda r, _: told.append(r.record.OrderID),
         )
     assert told == ["e-0", "e-1"]
+
+
+def test_a_continuation_that_makes_no_progress_ends_the_run(stores: Stores, clock: ManualClock) -> None:
+    """The open-source Cosmos server answers a forgotten cursor with an empty page and the same
+    token: the run must end (and the timer fire again), not loop on it."""
+    calls: list[str | None] = []
+
+    class ForgetfulCursor:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(stores.states, name)
+
+        def query_expired(self, start, now, limit, continuation=None):  # type: ignore[no-untyped-def]
+            calls.append(continuation)
+            return Page(items=[], continuation="cursor-1", cost=1.0)
+
+    report = supervise(ForgetfulCursor(), clock, RecoveryPolicy(), SupervisorScan())  # type: ignore[arg-type]
+    assert calls == [None, "cursor-1"]
+    assert report.pages == 2 and not report.truncated
