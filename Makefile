@@ -1,24 +1,39 @@
 # `make test` and `make demo` do all their own set-up from a fresh clone.
-PYTHON ?= python3
+# The app runs on Python 3.13, the first version whose Functions worker (azure-functions-runtime)
+# is a package the app pins; scripts/find-python.sh finds one (PATH, then pyenv) or says what to
+# install. `make PYTHON=/path/to/python3.13 ...` names one explicitly.
+PYTHON_VERSION := 3.13
+PYTHON ?= $(shell bash scripts/find-python.sh $(PYTHON_VERSION) 2>/dev/null)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Named for the version, so a venv made by another Python is rebuilt rather than reused.
+STAMP := $(VENV)/.installed-$(PYTHON_VERSION)
+# devhost's copy of the Functions worker protocol, compiled by grpcio-tools (devhost/protocol/).
+PROTO := devhost/protocol/function_rpc.proto
+PROTO_PY := devhost/protocol/function_rpc_pb2.py
 
-.PHONY: test lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs
+.PHONY: test lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python
 
-venv: $(STAMP)
+venv: $(STAMP) $(PROTO_PY)
 
-$(STAMP): requirements.txt requirements-dev.txt
+python:
+	@test -n "$(PYTHON)" || bash scripts/find-python.sh $(PYTHON_VERSION)
+
+$(STAMP): requirements.txt requirements-dev.txt | python
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
-lint: $(STAMP)
+$(PROTO_PY): $(PROTO) $(STAMP)
+	$(BIN)/python devhost/protocol/build.py
+
+lint: $(STAMP) $(PROTO_PY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(PROTO_PY)
 	$(BIN)/mypy
 
 # Offline checks of infra/ (tools/iac/README.md). Each tool gets its own venv: checkov pins
@@ -28,14 +43,14 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 BICEP_VENV := .venv-bicep
 BICEP_STAMP := $(BICEP_VENV)/.installed
 
-$(CHECKOV_STAMP): tools/iac/requirements-checkov.txt
+$(CHECKOV_STAMP): tools/iac/requirements-checkov.txt | python
 	rm -rf $(CHECKOV_VENV)
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tools/iac/requirements-checkov.txt
 	touch $(CHECKOV_STAMP)
 
-$(BICEP_STAMP): tools/iac/requirements-bicep.txt
+$(BICEP_STAMP): tools/iac/requirements-bicep.txt | python
 	rm -rf $(BICEP_VENV)
 	$(PYTHON) -m venv $(BICEP_VENV)
 	$(BICEP_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -60,19 +75,19 @@ $(EMULATORS): emulators/package.json | system-deps
 	touch $(EMULATORS)
 
 # tests/iac runs both checkers on broken copies of the repo: it needs their venvs.
-unit: system-deps $(STAMP) $(EMULATORS) iac-venvs
+unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs
 	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck iac unit
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(BICEP_VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CHECKOV_VENV) devhost/protocol/function_rpc_pb2.py devhost/protocol/function_rpc_pb2.pyi $(BICEP_VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 local.settings.json:
 	cp local.settings.embedded.json local.settings.json
 
-run: $(STAMP) local.settings.json
+run: $(STAMP) $(PROTO_PY) local.settings.json
 	$(BIN)/python -m devhost start
 
-demo: $(STAMP)
+demo: $(STAMP) $(PROTO_PY)
 	$(BIN)/python -m demo

@@ -11,11 +11,11 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 import azure.durable_functions as df
 import azure.functions as func
 
+from activities import contracts
 from activities import workflow as steps
 from adapters import telemetry_export
 from adapters.factory import build_ports
@@ -27,7 +27,6 @@ from services.settings import Settings
 from services.telemetry import order_span
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
-T = TypeVar("T")
 log = logging.getLogger("sas.app")
 
 
@@ -37,9 +36,9 @@ def ports() -> Ports:
     return build_ports(Settings.from_env(os.environ))
 
 
-def _activity(name: str, payload: dict[str, Any], run: Callable[[dict[str, Any], Ports], T]) -> T:
+def _activity[P: contracts.AttemptInput, R](name: str, payload: P, run: Callable[[P, Ports], R]) -> R:
     """Every activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
-    with order_span(f"activity.{name}", payload.get("OrderID"), payload.get("InstanceID")):
+    with order_span(f"activity.{name}", payload["OrderID"], payload["InstanceID"]):
         return run(payload, ports())
 
 
@@ -106,32 +105,32 @@ def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[
 
 
 @app.activity_trigger(input_name="payload")
-def read_order(payload: dict[str, Any]) -> dict[str, Any]:
+def read_order(payload: contracts.AttemptInput) -> contracts.ReadOrderResult:
     return _activity("read_order", payload, steps.read_order)
 
 
 @app.activity_trigger(input_name="payload")
-def begin_step(payload: dict[str, Any]) -> dict[str, Any]:
+def begin_step(payload: contracts.StepInput) -> contracts.BeginStepResult:
     return _activity("begin_step", payload, steps.begin_step)
 
 
 @app.activity_trigger(input_name="payload")
-def send_agent_request(payload: dict[str, Any]) -> str:
+def send_agent_request(payload: contracts.AgentRequestInput) -> str:
     return _activity("send_agent_request", payload, steps.send_agent_request)
 
 
 @app.activity_trigger(input_name="payload")
-def record_step(payload: dict[str, Any]) -> dict[str, Any]:
+def record_step(payload: contracts.RecordStepInput) -> contracts.FencedResult:
     return _activity("record_step", payload, steps.record_step)
 
 
 @app.activity_trigger(input_name="payload")
-def run_local_step(payload: dict[str, Any]) -> dict[str, Any]:
+def run_local_step(payload: contracts.LocalStepInput) -> contracts.LocalStepResult:
     return _activity("run_local_step", payload, steps.run_local_step)
 
 
 @app.activity_trigger(input_name="payload")
-def finish(payload: dict[str, Any]) -> dict[str, Any]:
+def finish(payload: contracts.FinishInput) -> contracts.FinishResult:
     return _activity("finish", payload, steps.finish)
 
 

@@ -1,7 +1,8 @@
 """The identity every activity payload carries: the order and the attempt (instance) acting on it."""
 
 from dataclasses import dataclass
-from typing import Any
+
+from activities.contracts import AttemptInput
 
 
 @dataclass(frozen=True)
@@ -10,7 +11,7 @@ class Attempt:
     instance_id: str
 
     @classmethod
-    def of(cls, payload: dict[str, Any]) -> "Attempt":
+    def of(cls, payload: AttemptInput) -> "Attempt":
         return cls(order_id=str(payload["OrderID"]), instance_id=str(payload["InstanceID"]))
 
     @property

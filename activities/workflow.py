@@ -9,6 +9,21 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from activities.contracts import (
+    AgentRequestInput,
+    AttemptInput,
+    BeginStepResult,
+    CompensationJson,
+    FencedResult,
+    FinishInput,
+    FinishResult,
+    LocalStepInput,
+    LocalStepResult,
+    OrderJson,
+    ReadOrderResult,
+    RecordStepInput,
+    StepInput,
+)
 from activities.ids import Attempt
 from domain import transitions
 from domain.errors import RetryBudgetExhausted
@@ -24,8 +39,6 @@ from services.notifications import announce
 
 log = logging.getLogger("sas.activities")
 
-FENCED: dict[str, Any] = {"Fenced": True}
-
 # C5: the compensation log keeps references to remote effects, never personal or card data.
 _REFERENCE_SUFFIX = "Id"
 
@@ -34,7 +47,7 @@ def _workflow(record: StateRecord) -> Workflow:
     return WORKFLOWS[record.WorkflowVersion]
 
 
-def _order_json(order: OrderRow) -> dict[str, Any]:
+def _order_json(order: OrderRow) -> OrderJson:
     return {
         "OrderID": order.OrderID,
         "Customer": order.Customer,
@@ -46,7 +59,7 @@ def _order_json(order: OrderRow) -> dict[str, Any]:
     }
 
 
-def _to_compensate(ports: Ports, record: StateRecord) -> list[dict[str, Any]]:
+def _to_compensate(ports: Ports, record: StateRecord) -> list[CompensationJson]:
     """What is still to undo, newest first (R9): every logged step the record has not marked
     undone. The log says what may need undoing; the fenced record says what has been undone."""
     return [
@@ -56,12 +69,12 @@ def _to_compensate(ports: Ports, record: StateRecord) -> list[dict[str, Any]]:
     ]
 
 
-def read_order(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
     """The attempt's starting point (E7): the order from SQL and where the record stands."""
     attempt = Attempt.of(payload)
     stored = ports.states.get(attempt.order_id)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
-        return FENCED
+        return {"Fenced": True}
     record = stored.record
     order = ports.orders.get(attempt.order_id)
     if order is None:
@@ -77,7 +90,7 @@ def read_order(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
     }
 
 
-def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+def begin_step(payload: StepInput, ports: Ports) -> BeginStepResult:
     """The step's own CompleteBy and its share of the retry budget (R1, C2)."""
     attempt = Attempt.of(payload)
     step = str(payload["Step"])
@@ -101,7 +114,7 @@ def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
     except RetryBudgetExhausted as exhausted:
         return {"Fenced": False, "Exhausted": True, "Error": str(exhausted)}
     if record is None or record.CompleteBy is None:
-        return FENCED
+        return {"Fenced": True}
     # Each delivery of the request may make this many calls; deliveries x calls <= the grant (C2).
     per_delivery = granted[-1] // settings.agent_request_max_deliveries
     if per_delivery == 0:
@@ -114,7 +127,7 @@ def begin_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
     }
 
 
-def send_agent_request(payload: dict[str, Any], ports: Ports) -> str:
+def send_agent_request(payload: AgentRequestInput, ports: Ports) -> str:
     """The request to the Agent (R2). MessageId is stable across re-sends of this attempt (E9)."""
     attempt = Attempt.of(payload)
     action = str(payload["Action"])
@@ -138,13 +151,13 @@ def send_agent_request(payload: dict[str, Any], ports: Ports) -> str:
     return request_id
 
 
-def record_step(payload: dict[str, Any], ports: Ports, stored: Stored | None = None) -> dict[str, Any]:
+def record_step(payload: RecordStepInput, ports: Ports, stored: Stored | None = None) -> FencedResult:
     """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
     attempt = Attempt.of(payload)
     step = str(payload["Step"])
     stored = stored or ports.states.get(attempt.order_id)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
-        return FENCED
+        return {"Fenced": True}
     workflow = _workflow(stored.record)
     now = ports.clock.now()
     if stored.record.ProcessState is ProcessState.PROCESSING:
@@ -175,20 +188,20 @@ def record_step(payload: dict[str, Any], ports: Ports, stored: Stored | None = N
         snapshot=stored,
     )
     if record is None:
-        return FENCED
+        return {"Fenced": True}
     if record.ProcessState is ProcessState.COMPENSATING:
         # After the fenced write: a fenced-out attempt must not mark anything undone.
         ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
     return {"Fenced": False}
 
 
-def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+def run_local_step(payload: LocalStepInput, ports: Ports) -> LocalStepResult:
     """A step that runs in the Function App itself; each is idempotent (R8, C10)."""
     attempt = Attempt.of(payload)
     action = str(payload["Action"])
     stored = ports.states.get(attempt.order_id)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
-        return FENCED
+        return {"Fenced": True}
     order = payload.get("Order") or {}
     if action == "ValidateOrder":
         problem = _validation_problem(order)
@@ -203,7 +216,7 @@ def run_local_step(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         _set_status(ports, stored.record, "Shipped")
     else:
         return {"Fenced": False, "Error": f"no local action {action!r}"}
-    return record_step(payload, ports, stored)
+    return {"Fenced": record_step(payload, ports, stored)["Fenced"]}
 
 
 def _set_status(ports: Ports, record: StateRecord, status: str) -> None:
@@ -244,7 +257,7 @@ _FINISH: dict[str, tuple[ProcessState, OrderStatus | None, str | None, str | Non
 }
 
 
-def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
+def finish(payload: FinishInput, ports: Ports) -> FinishResult:
     """Complete, fail, or move through compensation; then tell the submitter and the operator."""
     attempt = Attempt.of(payload)
     outcome = str(payload["Outcome"])
@@ -282,10 +295,10 @@ def finish(payload: dict[str, Any], ports: Ports) -> dict[str, Any]:
         # A repeat of this activity after its write landed: the record shows it; notify again.
         stored = ports.states.get(attempt.order_id)
         if stored is None or not _already_finished(stored.record, attempt, target):
-            return FENCED
+            return {"Fenced": True}
         record = stored.record
     announce(ports, record, status=status, alert=alert, sql_status=sql_status)
-    result: dict[str, Any] = {"Fenced": False, "State": record.ProcessState.value}
+    result: FinishResult = {"Fenced": False, "State": record.ProcessState.value}
     if outcome == "begin_compensation":
         result["ToCompensate"] = _to_compensate(ports, record)
     return result

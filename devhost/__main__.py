@@ -82,7 +82,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"devhost: no instances yet ({path} does not exist)", file=sys.stderr)
         return 1
-    engine = DurableEngine(DurableStore(path), SystemClock(), {})
+    engine = DurableEngine(DurableStore(path), SystemClock(), frozenset())
     if args.command == "instances":
         statuses = {s for s in args.status.split(",") if s} or None
         rows = engine.list_instances(statuses)

@@ -1,6 +1,6 @@
 """Durable Functions for devhost: instances, history, inboxes, timers and activity work in SQLite.
 
-Orchestrators are replayed through the SDK's own handle with real history JSON (design.md §5);
+Orchestrators are replayed by the Durable SDK inside the Functions worker, on real history JSON;
 this module only plays the part of the Durable extension: it keeps the history, turns the
 actions an episode returns into work (activities, timers), and delivers results back as history
 events. Every episode and every activity result is committed in one transaction, so a
@@ -12,15 +12,13 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any
-
-import azure.functions as func
 
 from devhost.clock import Clock
 from devhost.servicebus import format_time as ts
@@ -153,9 +151,8 @@ def _flatten(actions: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             yield action
 
 
-def split_orchestrator_error(error: BaseException) -> tuple[str, dict[str, Any] | None]:
-    """An orchestrator that raises comes back with the state JSON after a marker (design.md §5)."""
-    text = str(error)
+def split_orchestrator_error(text: str) -> tuple[str, dict[str, Any] | None]:
+    """An orchestrator that raises comes back with the state JSON after a marker in its message."""
     if OUT_OF_PROC_MARKER not in text:
         return text, None
     message, _, state = text.partition(OUT_OF_PROC_MARKER)
@@ -163,7 +160,7 @@ def split_orchestrator_error(error: BaseException) -> tuple[str, dict[str, Any] 
 
 
 def orchestration_context(instance_id: str, history: list[dict[str, Any]], *, is_replaying: bool) -> str:
-    """The JSON the host hands an orchestrator function (design.md §5)."""
+    """The JSON the Durable extension hands an orchestrator function (its out-of-proc schema)."""
     started = next(e for e in history if e["EventType"] == EventType.EXECUTION_STARTED)
     return json.dumps(
         {
@@ -207,16 +204,49 @@ class DurableStore:
         self.conn.close()
 
 
-Orchestrator = Callable[[func.OrchestrationContext], str]
+# Runs the named orchestrator function on a context JSON and returns its state JSON, or raises
+# OrchestratorFailed with the failure's message (devhost runs it through the worker).
+RunOrchestrator = Callable[[str, str], Awaitable[str]]
+
+
+class OrchestratorFailed(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class EpisodeConflict(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Episode:
+    """An orchestrator run in the making: what it replays, and the inbox rows it consumes."""
+
+    instance_id: str
+    name: str
+    execution_id: str
+    inbox_ids: tuple[int, ...]
+    old: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    now: datetime
+    context: str
 
 
 class DurableEngine:
     """The part of the Durable extension devhost needs: start, events, replay, timers, activities."""
 
-    def __init__(self, store: DurableStore, clock: Clock, orchestrators: dict[str, Orchestrator]) -> None:
+    def __init__(
+        self,
+        store: DurableStore,
+        clock: Clock,
+        orchestrators: frozenset[str],
+        run_orchestrator: RunOrchestrator | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.orchestrators = orchestrators
+        self.run_orchestrator = run_orchestrator or _no_orchestrators
 
     # --- client operations (the Durable HTTP API calls these) ---------------------------------
 
@@ -353,8 +383,28 @@ class DurableEngine:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def run_episode(self, instance_id: str) -> None:
-        """Replay the orchestrator over its history plus the new events, and commit what it asked for."""
+    async def run_episode(self, instance_id: str) -> None:
+        """Replay the orchestrator over its history plus the new events, and commit what it asked for.
+
+        The events are taken and the episode committed in one transaction after the orchestrator
+        ran, so a crash while it runs loses nothing: the next start replays the same episode.
+        """
+        episode = self._begin_episode(instance_id)
+        if episode is None:
+            return
+        error: str | None = None
+        state: dict[str, Any] | None = None
+        if episode.name not in self.orchestrators:
+            error = f"orchestrator function '{episode.name}' is no longer in the app"
+        else:
+            try:
+                state = json.loads(await self.run_orchestrator(episode.name, episode.context))
+            except OrchestratorFailed as raised:
+                error, state = split_orchestrator_error(raised.message)
+        with self.store.tx() as conn:
+            self._end_episode(conn, episode, state, error)
+
+    def _begin_episode(self, instance_id: str) -> "Episode | None":
         now = self.clock.now()
         with self.store.tx() as conn:
             row = conn.execute(
@@ -368,69 +418,67 @@ class DurableEngine:
                 " ORDER BY visible_at, id",
                 (instance_id, ts(now)),
             ).fetchall()
-            conn.executemany("DELETE FROM inbox WHERE id = ?", [(m[0],) for m in messages])
-            if row is None or RuntimeStatus(row[2]) in FINISHED:
-                return
-            name, execution_id, _status, completing = row
-            new_events = [json.loads(m[2]) for m in messages if m[1] == execution_id]
-            if not new_events:
-                return
-            if completing:
-                # The orchestrator already returned; it only waited for its uncancelled timers.
-                self._complete_if_no_timers(conn, instance_id, now)
-                return
-            self._replay(
-                conn,
-                instance_id=instance_id,
-                name=name,
-                execution_id=execution_id,
-                new_events=new_events,
-                now=now,
-            )
-
-    def _replay(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        instance_id: str,
-        name: str,
-        execution_id: str,
-        new_events: list[dict[str, Any]],
-        now: datetime,
-    ) -> None:
+            finished = row is None or RuntimeStatus(row[2]) in FINISHED
+            new_events = [] if finished else [json.loads(m[2]) for m in messages if m[1] == row[1]]
+            if finished or not new_events or row[3]:
+                conn.executemany("DELETE FROM inbox WHERE id = ?", [(m[0],) for m in messages])
+                if not finished and new_events:
+                    # The orchestrator already returned; it only waited for its uncancelled timers.
+                    self._complete_if_no_timers(conn, instance_id, now)
+                return None
+        name, execution_id = str(row[0]), str(row[1])
         old = self.history(instance_id)
         for event in old:
             event["IsPlayed"] = True
-        episode = [_event(EventType.ORCHESTRATOR_STARTED, now), *new_events]
-        history = old + episode
-        context = orchestration_context(instance_id, history, is_replaying=bool(old))
-        orchestrator = self.orchestrators.get(name)
-        error: str | None = None
-        state: dict[str, Any] | None
-        if orchestrator is None:
-            error, state = f"orchestrator function '{name}' is no longer in the app", None
-        else:
-            try:
-                state = json.loads(orchestrator(func.OrchestrationContext(context)))
-            except Exception as raised:  # noqa: BLE001 - the orchestrator's failure is the instance's result
-                error, state = split_orchestrator_error(raised)
+        events = [_event(EventType.ORCHESTRATOR_STARTED, now), *new_events]
+        return Episode(
+            instance_id=instance_id,
+            name=name,
+            execution_id=execution_id,
+            inbox_ids=tuple(int(m[0]) for m in messages),
+            old=old,
+            events=events,
+            now=now,
+            context=orchestration_context(instance_id, old + events, is_replaying=bool(old)),
+        )
+
+    def _end_episode(
+        self,
+        conn: sqlite3.Connection,
+        episode: "Episode",
+        state: dict[str, Any] | None,
+        error: str | None,
+    ) -> None:
+        instance_id, now = episode.instance_id, episode.now
+        current = conn.execute(
+            "SELECT execution_id, status FROM instances WHERE instance_id = ?", (instance_id,)
+        ).fetchone()
+        if current is None or current[0] != episode.execution_id or RuntimeStatus(current[1]) in FINISHED:
+            return  # terminated, purged or restarted while the orchestrator ran: its events went with it
+        taken = sum(
+            conn.execute("DELETE FROM inbox WHERE id = ?", (inbox_id,)).rowcount
+            for inbox_id in episode.inbox_ids
+        )
+        if taken != len(episode.inbox_ids):
+            raise EpisodeConflict(f"the inbox of {instance_id} changed under a running episode")
+        old, events = episode.old, list(episode.events)
         scheduled = [e for e in old if e["EventType"] in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)]
         outcome = self._apply_actions(
             conn,
             instance_id=instance_id,
-            execution_id=execution_id,
+            execution_id=episode.execution_id,
             state=state,
             scheduled=scheduled,
-            episode=episode,
+            episode=events,
             now=now,
         )
         if outcome is not None and error is None:
             error = outcome
-        episode.append(_event(EventType.ORCHESTRATOR_COMPLETED, now))
+        events.append(_event(EventType.ORCHESTRATOR_COMPLETED, now))
         first_seq = len(old)
         conn.executemany(
             "INSERT INTO history (instance_id, seq, event) VALUES (?, ?, ?)",
-            [(instance_id, first_seq + i, json.dumps(e)) for i, e in enumerate(episode)],
+            [(instance_id, first_seq + i, json.dumps(e)) for i, e in enumerate(events)],
         )
         custom = None if state is None else state.get("customStatus")
         conn.execute(
@@ -654,6 +702,10 @@ class DurableEngine:
 
     def pending_activities(self) -> int:
         return int(self.store.conn.execute("SELECT COUNT(*) FROM activities").fetchone()[0])
+
+
+async def _no_orchestrators(name: str, context: str) -> str:
+    raise OrchestratorFailed(f"this engine runs no orchestrators (asked for {name})")
 
 
 def _parse_fire_at(text: str) -> datetime:

@@ -13,33 +13,28 @@ import functools
 import json
 import logging
 import os
-import traceback
-import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
-import azure.functions as func
 from aiohttp import web
 from azure.durable_functions.models.utils import http_utils as durable_http
-from azure.functions import meta
-from azure.functions.durable_functions import ActivityTriggerConverter
-from azure.functions.servicebus import ServiceBusMessageInConverter
-from azure.functions.timer import TimerRequestConverter
 from croniter import croniter
 
-from devhost import durable_api
+from devhost import bindings, durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
 from devhost.config import DevhostConfig, queues_from_emulator_config
-from devhost.durable import ActivityWork, DurableEngine, DurableStore
-from devhost.indexing import FunctionSpec, index, load_app
+from devhost.durable import ActivityWork, DurableEngine, DurableStore, OrchestratorFailed
+from devhost.indexing import FunctionSpec, IndexingError, index
+from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.servicebus import LocalServiceBus, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost.servicebus import format_time as ts
 from devhost.servicebus import parse_time as parse_ts
 from devhost.settings import SettingsError, load_local_settings
+from devhost.worker import InvocationFailed, Worker, WorkerError
 
 log = logging.getLogger("devhost")
 
@@ -52,39 +47,6 @@ class HostError(Exception):
 
 class Idle(HostError):
     """Nothing is runnable and nothing is scheduled, yet the awaited condition does not hold."""
-
-
-@dataclass
-class InvocationContext(func.Context):
-    """What the worker passes to a parameter named ``context``."""
-
-    _invocation_id: str
-    _function_name: str
-    _function_directory: str
-
-    @property
-    def invocation_id(self) -> str:
-        return self._invocation_id
-
-    @property
-    def function_name(self) -> str:
-        return self._function_name
-
-    @property
-    def function_directory(self) -> str:
-        return self._function_directory
-
-    @property
-    def thread_local_storage(self) -> Any:
-        return None
-
-    @property
-    def trace_context(self) -> Any:
-        return None
-
-    @property
-    def retry_context(self) -> Any:
-        return None
 
 
 class ExtraSource(Protocol):
@@ -133,20 +95,26 @@ class Host:
         self.bound_port = 0
         # Work outside the app that tests run in lock-step with the host (e.g. a scripted agent).
         self.extra_sources: list[ExtraSource] = []
+        self.worker = Worker(self.app_dir)
+        # Invocations through the worker, per trigger type: what ran, for tests and the log.
+        self.invocations: Counter[str] = Counter()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._lock_data_dir()
         set_current_clock(self.clock)
-        self.functions = index(load_app(self.app_dir), self.env)
+        try:
+            loaded = await self.worker.start()
+        except WorkerError as error:
+            raise IndexingError(str(error)) from None
+        self.functions = index(loaded, self.env)
         self.servicebus = self._trigger_bus()
         self._check_servicebus_triggers()
         self.store = DurableStore(self.config.data_dir / "durable.db")
+        self.orchestrators = {f.name: f for f in self.by_trigger("orchestrationTrigger")}
         self.engine = DurableEngine(
-            self.store,
-            self.clock,
-            {f.name: f.user_function for f in self.by_trigger("orchestrationTrigger")},
+            self.store, self.clock, frozenset(self.orchestrators), self._run_orchestrator
         )
         self.engine.release_activity_leases()
         self.activities = {f.name: f for f in self.by_trigger("activityTrigger")}
@@ -164,13 +132,17 @@ class Host:
             await self._runner.cleanup()
             self._runner = None
         self._pool.shutdown(wait=True, cancel_futures=True)
+        await self.worker.stop()
         # The Durable SDK keeps one aiohttp session per process; close it with the host so no
         # "unclosed session" warning is left behind. Guarded: it is not public API.
         close_session = getattr(durable_http, "_close_session", None)
         if close_session is not None:
             await close_session()
-        self.servicebus.close()
-        self.store.close()
+        # A host whose start failed part way has only some of these.
+        if hasattr(self, "servicebus"):
+            self.servicebus.close()
+        if hasattr(self, "store"):
+            self.store.close()
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
@@ -290,42 +262,37 @@ class Host:
         )
 
     async def _http_handler(self, spec: FunctionSpec, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        http_request = func.HttpRequest(
+        data, metadata = bindings.http_request(
             method=request.method,
             url=str(request.url),
-            headers=dict(request.headers),
-            params=dict(request.query),
-            route_params=dict(request.match_info),
-            body=body,
+            headers=request.headers,
+            query=request.query,
+            route_params=request.match_info,
+            body=await request.read(),
         )
         try:
-            result = await self.invoke(spec, http_request)
-        except Exception:  # an unhandled function error is a 500, as in Azure
-            log.exception("function %s failed", spec.name)
+            response = await self.invoke(spec, data, metadata)
+        except InvocationFailed as error:  # an unhandled function error is a 500, as in Azure
+            log.error("function %s failed: %s\n%s", spec.name, error.message, error.stack_trace)
             return web.Response(status=500, text="Internal Server Error")
-        if result is None:
-            return web.Response(status=204)
-        if isinstance(result, str):
-            return web.Response(status=200, text=result)
-        response: func.HttpResponse = result
-        headers = dict(response.headers)
-        headers.setdefault("Content-Type", f"{response.mimetype}; charset={response.charset}")
-        return web.Response(status=response.status_code, body=response.get_body(), headers=headers)
+        reply = bindings.http_reply(response)
+        return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
     # --- invocation ---------------------------------------------------------------------------
 
-    async def invoke(self, spec: FunctionSpec, trigger_value: Any) -> Any:
-        kwargs: dict[str, Any] = {spec.trigger_param: trigger_value}
+    async def invoke(
+        self,
+        spec: FunctionSpec,
+        trigger: rpc.TypedData,
+        trigger_metadata: dict[str, rpc.TypedData] | None = None,
+    ) -> rpc.InvocationResponse:
+        """Every function runs here: an InvocationRequest to the worker, as the host sends it."""
+        inputs = [bindings.binding(spec.trigger_param, trigger)]
         client = spec.client_param
         if client is not None:
-            kwargs[client] = self.client_json()
-        if "context" in spec.parameters and "context" not in kwargs:
-            kwargs["context"] = InvocationContext(uuid.uuid4().hex, spec.name, str(self.app_dir))
-        if spec.is_async:
-            return await spec.user_function(**kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(spec.user_function, **kwargs))
+            inputs.append(bindings.binding(client, bindings.durable_client(self.client_json())))
+        self.invocations[spec.trigger_type] += 1
+        return await self.worker.invoke(spec.function_id, inputs, trigger_metadata)
 
     # --- timers (NCRONTAB) --------------------------------------------------------------------
 
@@ -362,18 +329,17 @@ class Host:
                 " ON CONFLICT (function_name) DO UPDATE SET last_fired = excluded.last_fired",
                 (spec.name, ts(scheduled)),
             )
-        info = {
-            "IsPastDue": past_due,
-            "ScheduleStatus": {"Last": ts(scheduled), "Next": ts(self._next_after(spec, scheduled))},
-            "Schedule": {"AdjustForDST": False},
-        }
-        request = TimerRequestConverter.decode(
-            meta.Datum(type="json", value=json.dumps(info)), trigger_metadata={}
+        info, metadata = bindings.timer_info(
+            past_due=past_due,
+            last=scheduled,
+            next_=self._next_after(spec, scheduled),
+            now=self.clock.now(),
+            monitored=bool(spec.trigger.get("useMonitor", True)),
         )
         try:
-            await self.invoke(spec, request)
-        except Exception:  # a failing timer function must not stop its schedule
-            log.exception("timer function %s failed", spec.name)
+            await self.invoke(spec, info, metadata)
+        except InvocationFailed as error:  # a failing timer function must not stop its schedule
+            log.error("timer function %s failed: %s\n%s", spec.name, error.message, error.stack_trace)
 
     async def step_timers(self) -> int:
         now = self.clock.now()
@@ -400,8 +366,10 @@ class Host:
     async def _handle_message(self, spec: FunctionSpec, message: ReceivedMessage) -> None:
         renewer = asyncio.create_task(self._renew_lock(message))
         try:
-            await self.invoke(spec, _servicebus_message(message))
-        except Exception as error:  # noqa: BLE001 - a failure means abandon: the broker counts deliveries
+            body, metadata = bindings.servicebus_message(message)
+            await self.invoke(spec, body, metadata)
+        except (InvocationFailed, bindings.UndecodableBody) as error:
+            # A failure means abandon: the broker counts deliveries and dead-letters at the limit.
             log.warning(
                 "function %s failed on message %s (delivery %d): %s",
                 spec.name,
@@ -448,8 +416,21 @@ class Host:
     async def step_orchestrations(self) -> int:
         ready = self.engine.ready_instances()
         for instance_id in ready:
-            self.engine.run_episode(instance_id)
+            await self.engine.run_episode(instance_id)
         return len(ready)
+
+    async def _run_orchestrator(self, name: str, context_json: str) -> str:
+        spec = self.orchestrators[name]
+        try:
+            response = await self.invoke(
+                spec, *bindings.orchestration_context(spec.trigger_param, context_json)
+            )
+        except InvocationFailed as error:
+            raise OrchestratorFailed(error.message) from None
+        state = bindings.returned_json(response)
+        if state is None:
+            raise OrchestratorFailed(f"orchestrator function '{name}' returned no state")
+        return state
 
     async def step_activities(self, limit: int) -> int:
         work = self.engine.claim_activities(limit)
@@ -463,16 +444,14 @@ class Host:
             self.engine.finish_activity(work, failure=(reason, ""))
             return
         try:
-            argument = ActivityTriggerConverter.decode(
-                meta.Datum(type="json", value=work.input or "null"), trigger_metadata={}
+            response = await self.invoke(
+                spec, *bindings.activity_input(spec.trigger_param, work.instance_id, work.input)
             )
-            result = await self.invoke(spec, argument)
-            encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
-        except Exception as error:  # noqa: BLE001 - an activity's exception is the task's failure
-            reason = f"Activity function '{work.name}' failed: {type(error).__name__}: {error}"
-            self.engine.finish_activity(work, failure=(reason, traceback.format_exc()))
+        except InvocationFailed as error:  # an activity's exception is the task's failure
+            reason = f"Activity function '{work.name}' failed: {error.message}"
+            self.engine.finish_activity(work, failure=(reason, error.stack_trace))
             return
-        self.engine.finish_activity(work, result=encoded)
+        self.engine.finish_activity(work, result=bindings.returned_json(response))
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -558,31 +537,3 @@ def _aiohttp_route(route: str, function_name: str) -> str:
             raise SettingsError(f"function {function_name}: route parameter {segment} is not supported")
         parts.append("{" + name + "}")
     return "/".join(parts)
-
-
-def _servicebus_message(message: ReceivedMessage) -> func.ServiceBusMessage:
-    """Built by the SDK's own converter from host-style trigger metadata."""
-
-    def text(value: str | None) -> meta.Datum | None:
-        return None if value is None else meta.Datum(type="string", value=value)
-
-    metadata = {
-        "MessageId": text(message.message_id),
-        "CorrelationId": text(message.correlation_id),
-        "ContentType": text(message.content_type),
-        "Subject": text(message.subject),
-        "ReplyTo": text(message.reply_to),
-        "DeliveryCount": meta.Datum(type="int", value=message.delivery_count),
-        "SequenceNumber": meta.Datum(type="int", value=message.sequence_number),
-        "EnqueuedTimeUtc": text(message.enqueued_time.isoformat()),
-        "LockedUntil": text(message.locked_until.isoformat()),
-        "LockToken": text(message.lock_token),
-        "ApplicationProperties": meta.Datum(type="json", value=json.dumps(message.application_properties)),
-        "UserProperties": meta.Datum(type="json", value=json.dumps(message.application_properties)),
-    }
-    decoded = ServiceBusMessageInConverter.decode(
-        meta.Datum(type="bytes", value=message.body),
-        trigger_metadata={k: v for k, v in metadata.items() if v is not None},
-    )
-    assert isinstance(decoded, func.ServiceBusMessage)
-    return decoded

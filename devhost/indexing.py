@@ -1,22 +1,19 @@
-"""Indexing: find the app's functions and their bindings, as the Python worker reports them.
+"""The app's functions as the Functions worker indexed them, and what devhost can host of them.
 
-The metadata comes from the SDK itself (``FunctionRegister.get_functions()`` and each
-function's ``get_function_json()``), so devhost sees exactly what the Functions host sees.
-Anything devhost cannot run is a start-up error that names the function.
+The worker does the indexing (``devhost.worker``): it imports ``function_app.py``, validates
+every function's parameters and annotations and reports each binding as the JSON the host
+reads (``raw_bindings``). devhost only checks that it can play the host's part for each trigger
+and binding, and resolves ``%SETTING%`` placeholders as the host does. Anything it cannot host
+is a start-up error that names the function.
 """
 
-import importlib
-import inspect
 import json
-import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import azure.functions as func
-
 from devhost.settings import resolve
+from devhost.worker import LoadedFunction
 
 SUPPORTED_TRIGGERS = frozenset(
     {"httpTrigger", "serviceBusTrigger", "timerTrigger", "orchestrationTrigger", "activityTrigger"}
@@ -32,15 +29,10 @@ class IndexingError(Exception):
 @dataclass(frozen=True)
 class FunctionSpec:
     name: str
+    function_id: str  # the worker's ID for invocations
     trigger_type: str
     trigger: Mapping[str, Any]  # the trigger binding, %SETTING% placeholders resolved
     bindings: tuple[Mapping[str, Any], ...]
-    user_function: Callable[..., Any]
-    parameters: tuple[str, ...] = field(default=())
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.user_function)
 
     @property
     def trigger_param(self) -> str:
@@ -64,35 +56,12 @@ class FunctionSpec:
         return f"{self.name}: {self.trigger_type} {detail}".rstrip()
 
 
-def load_app(app_dir: Path, module_name: str = "function_app") -> func.FunctionRegister:
-    """Import the app module and return its single FunctionRegister (FunctionApp / DFApp)."""
-    # The app's own packages must resolve from its directory, and a fresh import gives a fresh
-    # FunctionRegister: get_functions() may be called only once per register.
-    if str(app_dir) in sys.path:
-        sys.path.remove(str(app_dir))
-    sys.path.insert(0, str(app_dir))
-    sys.modules.pop(module_name, None)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name:
-            raise IndexingError(f"no {module_name}.py in {app_dir}") from None
-        raise
-    registers = [v for v in vars(module).values() if isinstance(v, func.FunctionRegister)]
-    if len(registers) != 1:
-        raise IndexingError(
-            f"{module_name}.py must define exactly one FunctionApp/DFApp at module level;"
-            f" found {len(registers)}"
-        )
-    return registers[0]
-
-
-def index(register: func.FunctionRegister, env: Mapping[str, str]) -> list[FunctionSpec]:
-    """Build the dispatch table. ``get_functions()`` may run only once per app: the SDK says so."""
+def index(functions: Sequence[LoadedFunction], env: Mapping[str, str]) -> list[FunctionSpec]:
+    """Build the dispatch table from the worker's metadata."""
     specs = []
-    for function in register.get_functions():
-        name = function.get_function_name() or function.get_user_function().__name__
-        bindings = tuple(json.loads(function.get_function_json())["bindings"])
+    for function in functions:
+        name = function.name
+        bindings = tuple(json.loads(raw) for raw in function.raw_bindings)
         triggers = [b for b in bindings if str(b["type"]).endswith("Trigger")]
         if len(triggers) != 1:
             raise IndexingError(f"function {name}: expected one trigger, found {len(triggers)}")
@@ -113,23 +82,13 @@ def index(register: func.FunctionRegister, env: Mapping[str, str]) -> list[Funct
             key: resolve(value, env, where=f"function {name}") if isinstance(value, str) else value
             for key, value in triggers[0].items()
         }
-        user_function = function.get_user_function()
-        parameters = tuple(inspect.signature(user_function).parameters)
-        names = {str(b["name"]) for b in bindings} | {"context"}
-        unknown = [p for p in parameters if p not in names]
-        if unknown:
-            raise IndexingError(
-                f"function {name}: parameter(s) {', '.join(unknown)} match no binding "
-                f"(bindings: {', '.join(sorted(str(b['name']) for b in bindings))})"
-            )
         specs.append(
             FunctionSpec(
                 name=name,
+                function_id=function.function_id,
                 trigger_type=trigger_type,
                 trigger=trigger,
                 bindings=bindings,
-                user_function=user_function,
-                parameters=parameters,
             )
         )
     return specs

@@ -165,7 +165,7 @@ class InvalidMessage(ValueError):
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_message(model: type[M], body: bytes | str) -> M:
+def parse_message[M: BaseModel](model: type[M], body: bytes | str) -> M:
     """Parse and validate a message body, or raise ``InvalidMessage`` with a dead-letter reason."""
     raw = body.encode() if isinstance(body, str) else body
     if len(raw) > MAX_MESSAGE_BYTES:

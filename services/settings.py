@@ -24,7 +24,7 @@ class SettingsError(ValueError):
 S = TypeVar("S", bound=BaseModel)
 
 
-def settings_from_env(model: type[S], env: Mapping[str, str]) -> S:
+def settings_from_env[S: BaseModel](model: type[S], env: Mapping[str, str]) -> S:
     """Validate the environment variables a settings model names by alias, and only those;
     every problem is reported with the setting's name."""
     names = {field.alias for field in model.model_fields.values() if field.alias}

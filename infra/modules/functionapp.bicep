@@ -1,4 +1,4 @@
-// The Function App on the Flex Consumption plan (FC1, Linux, Python 3.11) with one user-assigned
+// The Function App on the Flex Consumption plan (FC1, Linux, Python 3.13) with one user-assigned
 // identity for everything: the deployment package, the host storage (AzureWebJobsStorage, the
 // Durable task hub, timer locks), Service Bus, Cosmos DB, SQL, the compensation log table, the
 // Supervisor's leader lease and Application Insights. Every connection is identity-based (an
@@ -169,9 +169,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
         maximumInstanceCount: maximumInstanceCount
         instanceMemoryMB: instanceMemoryMB
       }
+      // The minimum of pyproject.toml's requires-python, as the agent's image (make iac checks
+      // both): 3.13 is the first whose worker the app pins (azure-functions-runtime).
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
     }
   }

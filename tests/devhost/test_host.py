@@ -1,15 +1,17 @@
 """devhost runs a real function app: every trigger, the Durable SDK's replay, the SDK client."""
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
 
-import azure.functions as func
 import pytest
 
+from devhost import bindings
 from devhost.clock import VirtualClock
 from devhost.durable import EventType, orchestration_context, split_orchestrator_error
-from devhost.indexing import IndexingError, index, load_app
+from devhost.host import Host
+from devhost.indexing import IndexingError
 from devhost.settings import SettingsError
 from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
 
@@ -33,17 +35,43 @@ def _write_app(directory: Path, body: str) -> Path:
     return directory
 
 
-def test_an_unsupported_trigger_is_a_start_up_error_naming_the_function(tmp_path: Path) -> None:
+def _start(loop: asyncio.AbstractEventLoop, app_dir: Path, tmp_path: Path) -> None:
+    host = Host(app_dir, data_dir=tmp_path / f"data-{app_dir.name}", port=0, env={}, clock=VirtualClock())
+    try:
+        loop.run_until_complete(host.start())
+    finally:
+        loop.run_until_complete(host.stop())
+
+
+def test_an_unsupported_trigger_is_a_start_up_error_naming_the_function(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
     app_dir = _write_app(
         tmp_path / "blob_app",
         "@app.blob_trigger(arg_name='blob', path='c/{name}', connection='S')\n"
         "def on_blob(blob: func.InputStream) -> None:\n    pass\n",
     )
     with pytest.raises(IndexingError, match=r"on_blob.*blobTrigger"):
-        index(load_app(app_dir), {})
+        _start(loop, app_dir, tmp_path)
 
 
-def test_an_unsupported_binding_and_a_missing_setting_are_errors(tmp_path: Path) -> None:
+def test_an_app_the_worker_refuses_stops_the_start_with_the_workers_message(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    app_dir = _write_app(
+        tmp_path / "annotated_app",
+        "from typing import Any\n"
+        "@app.route(route='x')\n"
+        "def takes_a_dict(req: func.HttpRequest, extra: dict[str, Any]) -> func.HttpResponse:\n"
+        "    return func.HttpResponse('x')\n",
+    )
+    with pytest.raises(IndexingError, match=r"takes_a_dict function: the following parameters are declared"):
+        _start(loop, app_dir, tmp_path)
+
+
+def test_an_unsupported_binding_and_a_missing_setting_are_errors(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
     app_dir = _write_app(
         tmp_path / "out_app",
         "@app.route(route='x')\n"
@@ -52,14 +80,14 @@ def test_an_unsupported_binding_and_a_missing_setting_are_errors(tmp_path: Path)
         "    return func.HttpResponse('x')\n",
     )
     with pytest.raises(IndexingError, match=r"with_output.*queue"):
-        index(load_app(app_dir), {})
+        _start(loop, app_dir, tmp_path)
     app_dir = _write_app(
         tmp_path / "setting_app",
         "@app.service_bus_queue_trigger(arg_name='m', queue_name='%MISSING%', connection='S')\n"
         "def on_message(m: func.ServiceBusMessage) -> None:\n    pass\n",
     )
     with pytest.raises(SettingsError, match=r"on_message.*MISSING"):
-        index(load_app(app_dir), {})
+        _start(loop, app_dir, tmp_path)
 
 
 def test_http_trigger_with_route_parameters_and_query(sample: Sample) -> None:
@@ -240,12 +268,18 @@ def test_replaying_the_same_history_yields_the_same_actions(sample: Sample) -> N
     instance = sample.start("chain", ["p", "q"])
     sample.run_until_finished(instance)
     history = sample.host.engine.history(instance)
-    orchestrator = sample.host.engine.orchestrators["chain"]
+    orchestrator = sample.host.orchestrators["chain"]
     cut_points = [i for i, e in enumerate(history) if e["EventType"] == EventType.ORCHESTRATOR_COMPLETED]
     assert len(cut_points) == 3
     for cut in cut_points:
         context = orchestration_context(instance, history[:cut], is_replaying=True)
-        runs = [json.loads(orchestrator(func.OrchestrationContext(context))) for _ in range(2)]
+        data, metadata = bindings.orchestration_context(orchestrator.trigger_param, context)
+        runs = [
+            json.loads(
+                bindings.returned_json(sample.run(sample.host.invoke(orchestrator, data, metadata))) or "null"
+            )
+            for _ in range(2)
+        ]
         assert runs[0] == runs[1]
         assert runs[0]["actions"]
 
@@ -257,9 +291,9 @@ def test_starting_a_running_instance_id_again_is_refused(sample: Sample) -> None
 
 
 def test_split_orchestrator_error_reads_the_out_of_proc_state() -> None:
-    error = Exception('boom\n\n$OutOfProcData$:{"isDone": false, "actions": []}')
-    assert split_orchestrator_error(error) == ("boom", {"isDone": False, "actions": []})
-    assert split_orchestrator_error(Exception("plain")) == ("plain", None)
+    error = 'Exception: boom\n\n$OutOfProcData$:{"isDone": false, "actions": []}'
+    assert split_orchestrator_error(error) == ("Exception: boom", {"isDone": False, "actions": []})
+    assert split_orchestrator_error("plain") == ("plain", None)
 
 
 def test_sample_app_dir_is_the_one_under_tests() -> None:

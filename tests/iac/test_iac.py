@@ -36,6 +36,8 @@ CHECKED = [
     "adapters/cosmos_state_store.py",
     "servicebus/Config.json",
     "local.settings.sample.json",
+    "pyproject.toml",
+    "agent_worker/Dockerfile",
     "tools/iac/checkov-skips.txt",
 ]
 
@@ -422,6 +424,43 @@ def test_the_container_must_exist(root: Path, clean: Path) -> None:
         if path.is_file() and "'orderState'" in path.read_text():
             edit(path, "'orderState'", "'orders2'", count=99)
     assert_fails(root, "no Cosmos DB container 'orderState'", clean=clean)
+
+
+# --- the Python version: pyproject.toml, the Function App's runtime, the agent's image ----------
+
+
+def target_python() -> str:
+    """The minimum of requires-python, read as the checker does."""
+    match = re.search(r'^requires-python\s*=\s*">=\s*(\d+\.\d+)', (REPO / "pyproject.toml").read_text(), re.M)
+    assert match, "pyproject.toml states requires-python as '>=X.Y': update this test"
+    return match.group(1)
+
+
+def older(version: str) -> str:
+    major, minor = version.split(".")
+    return f"{major}.{int(minor) - 1}"
+
+
+@needs_bicep
+def test_the_function_app_runtime_must_be_the_target_python(root: Path, clean: Path) -> None:
+    target = target_python()
+    edit(function_app_file(root), f"version: '{target}'", f"version: '{older(target)}'")
+    assert_fails(root, "Function App", f"python {older(target)}", f"targets Python {target}", clean=clean)
+
+
+@needs_bicep
+def test_the_agent_image_must_be_the_target_python(root: Path, clean: Path) -> None:
+    target = target_python()
+    edit(root / "agent_worker" / "Dockerfile", f"FROM python:{target}", f"FROM python:{older(target)}")
+    assert_fails(root, "agent_worker/Dockerfile", f"Python {older(target)}", f"targets {target}", clean=clean)
+
+
+@needs_bicep
+def test_a_new_requires_python_needs_the_deployments_to_follow(root: Path, clean: Path) -> None:
+    target = target_python()
+    edit(root / "pyproject.toml", f'requires-python = ">={target}"', f'requires-python = ">={older(target)}"')
+    assert_fails(root, "Function App", f"targets Python {older(target)}", "requires-python", clean=clean)
+    assert_fails(root, "agent_worker/Dockerfile", f"targets {older(target)}", clean=clean)
 
 
 # --- checkov (slow: ~5 s a run) --------------------------------------------------------------

@@ -32,7 +32,7 @@ T = TypeVar("T")
 Client = TestClient[web.Request, web.Application]
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
+def run[T](coroutine: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coroutine)
 
 

@@ -5,10 +5,13 @@
 - ``services/settings.py`` ``Settings`` and ``agent_worker/settings.py`` ``AgentSettings``: each
   field's alias and default (``Field(default, alias="NAME")``).
 - ``adapters/cosmos_state_store.py``: the module constants ``CONTAINER`` and ``PARTITION_KEY_PATH``.
+- the Python the project targets: the minimum of ``pyproject.toml`` ``[project] requires-python``,
+  and the ``FROM python:X.Y`` images of ``agent_worker/Dockerfile``.
 """
 
 import ast
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,14 @@ FUNCTION_APP = "function_app.py"
 SETTINGS = ("services/settings.py", "Settings")
 AGENT_SETTINGS = ("agent_worker/settings.py", "AgentSettings")
 COSMOS_ADAPTER = "adapters/cosmos_state_store.py"
+PYPROJECT = "pyproject.toml"
+AGENT_DOCKERFILE = "agent_worker/Dockerfile"
+
+# The lower bound of a requires-python specifier: ">=3.13", "~=3.13", "==3.13.*" (its major.minor).
+LOWER_BOUND = re.compile(r"(?:>=|~=|===?)\s*(\d+)\.(\d+)")
+PYTHON_IMAGE = re.compile(
+    r"^\s*FROM\s+(?:--platform=\S+\s+)?(?:docker\.io/)?(?:library/)?python:(\d+)\.(\d+)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -129,3 +140,37 @@ def module_constant(root: Path, rel: str, name: str) -> tuple[str, Where]:
         ):
             return node.value.value, Where(rel, node.lineno)
     raise CodeError(f"{rel} has no string constant {name}")
+
+
+def required_python(root: Path) -> tuple[str, str, Where]:
+    """(major.minor, the specifier) of ``requires-python``: its minimum is the version the project
+    targets, so the deployments must run that one."""
+    path = root / PYPROJECT
+    if not path.is_file():
+        raise CodeError(f"{PYPROJECT} is missing")
+    text = path.read_text(encoding="utf-8")
+    try:
+        project = tomllib.loads(text).get("project")
+    except tomllib.TOMLDecodeError as error:
+        raise CodeError(f"{PYPROJECT} does not parse: {error}") from None
+    specifier = project.get("requires-python") if isinstance(project, dict) else None
+    if not isinstance(specifier, str):
+        raise CodeError(f"{PYPROJECT} has no [project] requires-python")
+    bounds = LOWER_BOUND.findall(specifier)
+    if not bounds:
+        raise CodeError(f"{PYPROJECT} requires-python '{specifier}' states no minimum version")
+    major, minor = max((int(a), int(b)) for a, b in bounds)
+    line = next((n for n, row in enumerate(text.splitlines(), 1) if "requires-python" in row), 0)
+    return f"{major}.{minor}", specifier, Where(PYPROJECT, line)
+
+
+def python_images(root: Path, rel: str = AGENT_DOCKERFILE) -> list[tuple[str, Where]]:
+    """The major.minor of every ``FROM python:X.Y...`` stage of a Dockerfile."""
+    path = root / rel
+    if not path.is_file():
+        raise CodeError(f"{rel} is missing")
+    return [
+        (f"{match.group(1)}.{match.group(2)}", Where(rel, number))
+        for number, row in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if (match := PYTHON_IMAGE.match(row))
+    ]

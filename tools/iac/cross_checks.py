@@ -6,6 +6,7 @@ required is in the module docstring of ``policy`` and in README.md.
 
 import json
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +62,12 @@ def read_code(root: Path, report: Report) -> Code | None:
             partition_key=code_facts.module_constant(root, code_facts.COSMOS_ADAPTER, "PARTITION_KEY_PATH"),
         )
     except (code_facts.CodeError, SyntaxError) as error:
-        report.add("tools/iac", None, f"cannot read the code: {error}", "update tools/iac/code_facts.py")
+        fix = "update tools/iac/code_facts.py"
+        if isinstance(error, SyntaxError):
+            # ast parses only the syntax of the Python running the checker.
+            running = "{}.{}".format(*sys.version_info[:2])
+            fix = f"fix it, or rebuild .venv-bicep with the project's Python (this one is {running})"
+        report.add("tools/iac", None, f"cannot read the code: {error}", fix)
         return None
 
 
@@ -87,6 +93,7 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     _check_queues(code, targets, bicep, emulator, report)
     if deployment is not None:
         _check_cosmos(code, app_targets, deployment, report)
+    _check_python(root, deployment, report)
 
 
 # --- settings ----------------------------------------------------------------------------------
@@ -264,17 +271,19 @@ def _setting_lines(deployment: Deployment, names: Iterable[str], first: str) -> 
     return found
 
 
+def _is_function_app(resource: Resource) -> bool:
+    return (
+        resource.type.lower() == "microsoft.web/sites"
+        and not resource.existing
+        and "functionapp" in str(resource.get("kind") or "").lower()
+    )
+
+
 def _function_apps(deployment: Deployment, report: Report) -> list[Target]:
     targets: list[Target] = []
     for instance in deployment.instances:
         resources = list(instance.all_resources())
-        sites = [
-            r
-            for r in resources
-            if r.type.lower() == "microsoft.web/sites"
-            and not r.existing
-            and "functionapp" in str(r.get("kind") or "").lower()
-        ]
+        sites = [r for r in resources if _is_function_app(r)]
         configs = [
             r
             for r in resources
@@ -586,4 +595,64 @@ def _check_cosmos(code: Code, app_targets: list[Target], deployment: Deployment,
                 f"container '{name}' has partition key paths {paths}, the adapter uses "
                 f"'{partition_key}' ({_where(key_where)})",
                 f"set partitionKey: {{ paths: ['{partition_key}'], kind: 'Hash' }}",
+            )
+
+
+# --- Python version ----------------------------------------------------------------------------
+
+
+def _check_python(root: Path, deployment: Deployment | None, report: Report) -> None:
+    """The Function App's runtime and the agent's image run the Python the project targets (the
+    minimum of requires-python): the code, its lint and type checks assume that version, and the
+    worker the app pins (azure-functions-runtime, 3.13+) exists only for some versions."""
+    try:
+        target, specifier, where = code_facts.required_python(root)
+        images = code_facts.python_images(root)
+    except code_facts.CodeError as error:
+        report.add(
+            "tools/iac", None, f"cannot tell which Python the project targets: {error}", "fix that file"
+        )
+        return
+    why = f"{_where(where)} requires-python '{specifier}'"
+    if not images:
+        report.add(
+            code_facts.AGENT_DOCKERFILE,
+            None,
+            "no FROM python:X.Y image: cannot tell which Python the agent runs",
+            f"build the agent FROM python:{target}-slim",
+        )
+    for image, at in images:
+        if image != target:
+            report.add(
+                at.file,
+                at.line,
+                f"the agent image runs Python {image}, the project targets {target} ({why})",
+                f"use FROM python:{target}-slim, or change requires-python with it",
+            )
+    if deployment is None:
+        return
+    for site in (r for i in deployment.instances for r in i.all_resources() if _is_function_app(r)):
+        label = f"the Function App '{site.symbol}'"
+        runtime = site.get("properties", "functionAppConfig", "runtime")
+        fix = f"set functionAppConfig.runtime to {{ name: 'python', version: '{target}' }}"
+        if not isinstance(runtime, dict):
+            report.add(site.file.rel, site.line, f"{label} states no functionAppConfig.runtime", fix)
+            continue
+        name, version = runtime.get("name"), runtime.get("version")
+        start = site.file.line_of("runtime:", site.line, site.end_line) or site.line
+        line = site.file.line_of("version:", start, site.end_line) or start
+        if isinstance(name, Unknown) or isinstance(version, Unknown):
+            why_unknown = next(v.why for v in (name, version) if isinstance(v, Unknown))
+            report.add(
+                site.file.rel,
+                line,
+                f"{label}: cannot read its runtime offline ({why_unknown})",
+                "write the runtime name and version as literals, parameters or variables",
+            )
+        elif name != "python" or str(version) != target:
+            report.add(
+                site.file.rel,
+                line,
+                f"{label} runs {name} {version}, the project targets Python {target} ({why})",
+                fix + ", or change requires-python with it",
             )

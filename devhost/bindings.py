@@ -1,0 +1,241 @@
+"""The host's side of each binding: trigger data as the Functions host and its extensions send it
+to a language worker, and the worker's return values read back as the host reads them.
+
+Each builder returns protocol messages (``devhost.protocol``); the worker's own converters in
+``azure.functions`` then make the objects the function receives. Shapes follow the host and
+its extensions (Service Bus 5.x, Timers, HTTP, Durable Functions out-of-proc), for a worker that
+declares the capabilities the Python worker declares (``RawHttpBodyBytes``, ``RpcHttpBodyOnly``,
+``RpcHttpTriggerMetadataRemoved``, ``TypedDataCollection``).
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from devhost.protocol import function_rpc_pb2 as rpc
+from devhost.servicebus import ReceivedMessage
+
+
+def _net_time(moment: datetime, offset: str = "") -> str:
+    """A DateTime as Newtonsoft writes it: up to 7 fractional digits, trailing zeros dropped, and
+    the offset only for a local or offset kind (``+00:00`` on Azure, whose clock is UTC)."""
+    utc = moment.astimezone(UTC)
+    fraction = f"{utc.microsecond:06d}0".rstrip("0")
+    return utc.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + offset
+
+
+def _json(value: object) -> rpc.TypedData:
+    """Anything but a string or bytes reaches the worker as JSON: the host sends no int kinds."""
+    return rpc.TypedData(json=json.dumps(value, separators=(",", ":")))
+
+
+def _json_body_properties(body: str) -> dict[str, rpc.TypedData]:
+    """The host also binds a JSON object body's top-level properties by name (arrays and nulls
+    left out): scalars as their text, objects as JSON."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    properties: dict[str, rpc.TypedData] = {}
+    for key, value in parsed.items():
+        if value is None or isinstance(value, list):
+            continue
+        # str(True) is "True", as .NET writes a bool.
+        properties[str(key)] = _json(value) if isinstance(value, dict) else rpc.TypedData(string=str(value))
+    return properties
+
+
+def binding(name: str, data: rpc.TypedData) -> rpc.ParameterBinding:
+    return rpc.ParameterBinding(name=name, data=data)
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def http_request(
+    *,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+    route_params: Mapping[str, str],
+    body: bytes,
+) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """An RpcHttp as the host sends it to a worker with RawHttpBodyBytes and RpcHttpBodyOnly:
+    header names lower-cased, empty query values left out, the body as bytes and only when there
+    is one. The trigger metadata keeps ``Query``, ``Headers``, each query and route parameter and
+    a JSON body's properties (the request object itself is left out: RpcHttpTriggerMetadataRemoved)."""
+    http = rpc.RpcHttp(
+        method=method,
+        url=url,
+        headers={name.lower(): value for name, value in headers.items()},
+        query={name: value for name, value in query.items() if value},
+        params=dict(route_params),
+    )
+    if body:
+        http.body.CopyFrom(rpc.TypedData(bytes=body))
+    metadata: dict[str, rpc.TypedData] = {}
+    if body:
+        metadata.update(_json_body_properties(body.decode("utf-8", errors="replace")))
+    metadata.update({name: rpc.TypedData(string=value) for name, value in query.items() if name != "code"})
+    metadata.update({name: rpc.TypedData(string=value) for name, value in route_params.items()})
+    metadata["Query"] = _json(dict(query))
+    metadata["Headers"] = _json(dict(headers))
+    return rpc.TypedData(http=http), metadata
+
+
+def _body_bytes(data: rpc.TypedData) -> bytes:
+    kind = data.WhichOneof("data")
+    if kind == "bytes":
+        return data.bytes
+    if kind in ("string", "json"):
+        return str(getattr(data, kind)).encode()
+    if kind in ("int", "double"):
+        return str(getattr(data, kind)).encode()
+    return b""
+
+
+def http_reply(response: rpc.InvocationResponse) -> HttpReply:
+    """The ``$return`` http binding as the host turns it into a response; none is a plain 200."""
+    returned = response.return_value
+    kind = returned.WhichOneof("data")
+    if kind is None:
+        return HttpReply(200, {}, b"")
+    if kind != "http":
+        return HttpReply(200, {}, _body_bytes(returned))
+    http = returned.http
+    headers = dict(http.headers)
+    cookies = [f"{c.name}={c.value}" for c in http.cookies]
+    if cookies:
+        headers["Set-Cookie"] = ", ".join(cookies)
+    status = int(http.status_code) if http.status_code.isdigit() else 200
+    return HttpReply(status, headers, _body_bytes(http.body))
+
+
+# --- Service Bus --------------------------------------------------------------------------------
+
+
+class UndecodableBody(ValueError):
+    """The extension binds a body as UTF-8 text (no ``dataType``); other bytes fail the binding."""
+
+
+def servicebus_message(message: ReceivedMessage) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """One peek-locked message as the Service Bus extension (5.x) binds it for a worker when the
+    binding declares no ``dataType``: the body as text, the message's properties as trigger
+    metadata (unset ones left out), numbers and dates as JSON, the settlement objects as the
+    empty JSON they serialise to."""
+    try:
+        text = message.body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UndecodableBody(f"message {message.message_id}: the body is not UTF-8 text ({error})") from None
+    metadata = _json_body_properties(text)
+    metadata.update(
+        {
+            "MessageId": rpc.TypedData(string=message.message_id),
+            "LockToken": rpc.TypedData(string=message.lock_token),
+            "DeliveryCount": _json(message.delivery_count),
+            "SequenceNumber": _json(message.sequence_number),
+            "EnqueuedTimeUtc": _json(_net_time(message.enqueued_time)),
+            "EnqueuedTime": _json(_net_time(message.enqueued_time, "+00:00")),
+            "ApplicationProperties": _json(message.application_properties),
+            "UserProperties": _json(message.application_properties),
+        }
+    )
+    for key in ("MessageActions", "MessageReceiver", "MessageSession", "SessionActions", "ReceiveActions"):
+        metadata[key] = _json({})
+    optional = {
+        "CorrelationId": message.correlation_id,
+        "ContentType": message.content_type,
+        "Subject": message.subject,
+        "Label": message.subject,
+        "ReplyTo": message.reply_to,
+    }
+    metadata.update(
+        {key: rpc.TypedData(string=value) for key, value in optional.items() if value is not None}
+    )
+    return rpc.TypedData(string=text), metadata
+
+
+# --- Timer --------------------------------------------------------------------------------------
+
+
+def timer_info(
+    *, past_due: bool, last: datetime, next_: datetime, now: datetime, monitored: bool
+) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """The TimerInfo the timer extension serialises; with ``useMonitor`` off it keeps no schedule
+    status, and the status is null."""
+    status = (
+        {
+            "Last": _net_time(last, "+00:00"),
+            "Next": _net_time(next_, "+00:00"),
+            "LastUpdated": _net_time(now, "+00:00"),
+        }
+        if monitored
+        else None
+    )
+    info = {"Schedule": {"AdjustForDST": True}, "ScheduleStatus": status, "IsPastDue": past_due}
+    metadata = {"TimerTrigger": rpc.TypedData(string=now.astimezone(UTC).strftime("%m/%d/%Y %H:%M:%S"))}
+    return _json(info), metadata
+
+
+# --- Durable Functions (out-of-proc) --------------------------------------------------------------
+
+
+def orchestration_context(param: str, context_json: str) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """The out-of-proc context as text, also bound under the parameter's name, plus its scalar
+    properties (the host binds a JSON trigger value's properties by name)."""
+    metadata = _json_body_properties(context_json)
+    metadata[param] = rpc.TypedData(string=context_json)
+    return rpc.TypedData(string=context_json), metadata
+
+
+def activity_input(
+    param: str, instance_id: str, input_json: str | None
+) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """The activity's input as the Durable extension binds it to a string parameter: a string
+    scalar unquoted, other scalars as their .NET text, objects and arrays as compact JSON."""
+    value = None if input_json is None else json.loads(input_json)
+    if value is None:
+        data = rpc.TypedData()
+    elif isinstance(value, str):
+        data = rpc.TypedData(string=value)
+    elif isinstance(value, bool):
+        data = rpc.TypedData(string=str(value))
+    elif isinstance(value, int | float):
+        data = rpc.TypedData(string=json.dumps(value))
+    else:
+        data = rpc.TypedData(string=json.dumps(value, separators=(",", ":")))
+    metadata = _json_body_properties(data.string) if isinstance(value, dict) else {}
+    metadata.update({"instanceId": rpc.TypedData(string=instance_id), "data": _json(value)})
+    if data.WhichOneof("data") is not None:
+        metadata[param] = data
+    return data, metadata
+
+
+def durable_client(client_json: str) -> rpc.TypedData:
+    return rpc.TypedData(string=client_json)
+
+
+def returned_json(response: rpc.InvocationResponse) -> str | None:
+    """The ``$return`` value as JSON text: what the Durable extension stores as a result."""
+    returned = response.return_value
+    kind = returned.WhichOneof("data")
+    if kind is None:
+        return None
+    if kind == "json":
+        return returned.json
+    value: Any = getattr(returned, kind)
+    if kind == "bytes":
+        value = value.decode()
+    return json.dumps(value)
