@@ -39,9 +39,9 @@ typecheck: $(STAMP) $(PROTO_PY)
 # Offline checks of infra/ (tools/iac/README.md). Each tool gets its own venv: checkov pins
 # pycep-parser 0.5.1, the project checker needs 0.7.1, and neither belongs in the app's venv.
 CHECKOV_VENV := .venv-checkov
-CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(PYTHON_VERSION)
 BICEP_VENV := .venv-bicep
-BICEP_STAMP := $(BICEP_VENV)/.installed
+BICEP_STAMP := $(BICEP_VENV)/.installed-$(PYTHON_VERSION)
 
 $(CHECKOV_STAMP): tools/iac/requirements-checkov.txt | python
 	rm -rf $(CHECKOV_VENV)

@@ -12,6 +12,7 @@ protobuf would deliver (unset fields, defaults), not the objects devhost built.
 """
 
 import asyncio
+import json
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -178,3 +179,32 @@ class Worker:
     async def stop(self) -> None:
         # Waits for running sync functions, as a worker shutting down does: off the event loop.
         await asyncio.to_thread(runtime.stop_threadpool_executor)
+
+
+async def _index(app_dir: Path) -> list[dict[str, Any]]:
+    worker = Worker(app_dir)
+    try:
+        functions = await worker.start()
+    finally:
+        await worker.stop()
+    return [{"name": f.name, "bindings": [json.loads(raw) for raw in f.raw_bindings]} for f in functions]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devhost.worker APP_DIR``: index an app with the real worker, print what it
+    reports as JSON (name and bindings per function), or the worker's refusal and exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m devhost.worker APP_DIR", file=sys.stderr)
+        return 2
+    try:
+        functions = asyncio.run(_index(Path(args[0]).resolve()))
+    except WorkerError as error:
+        print(f"devhost: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(functions, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
