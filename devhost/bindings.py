@@ -31,22 +31,24 @@ def _json(value: object) -> rpc.TypedData:
     return rpc.TypedData(json=json.dumps(value, separators=(",", ":")))
 
 
+def _properties(value: object) -> dict[str, rpc.TypedData]:
+    """The host also binds a JSON object trigger value's top-level properties by name (arrays
+    and nulls left out): scalars as their text, objects as JSON."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        # str(True) is "True", as .NET writes a bool.
+        str(key): _json(item) if isinstance(item, dict) else rpc.TypedData(string=str(item))
+        for key, item in value.items()
+        if item is not None and not isinstance(item, list)
+    }
+
+
 def _json_body_properties(body: str) -> dict[str, rpc.TypedData]:
-    """The host also binds a JSON object body's top-level properties by name (arrays and nulls
-    left out): scalars as their text, objects as JSON."""
     try:
-        parsed = json.loads(body)
+        return _properties(json.loads(body))
     except ValueError:
         return {}
-    if not isinstance(parsed, dict):
-        return {}
-    properties: dict[str, rpc.TypedData] = {}
-    for key, value in parsed.items():
-        if value is None or isinstance(value, list):
-            continue
-        # str(True) is "True", as .NET writes a bool.
-        properties[str(key)] = _json(value) if isinstance(value, dict) else rpc.TypedData(string=str(value))
-    return properties
 
 
 def binding(name: str, data: rpc.TypedData) -> rpc.ParameterBinding:
@@ -192,10 +194,12 @@ def timer_info(
 # --- Durable Functions (out-of-proc) --------------------------------------------------------------
 
 
-def orchestration_context(param: str, context_json: str) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
-    """The out-of-proc context as text, also bound under the parameter's name, plus its scalar
-    properties (the host binds a JSON trigger value's properties by name)."""
-    metadata = _json_body_properties(context_json)
+def orchestration_context(
+    param: str, context_json: str, fields: dict[str, Any]
+) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """The out-of-proc context as text, also bound under the parameter's name, plus its other
+    properties (``fields``: the context but its history, which as an array is not bound)."""
+    metadata = _properties(fields)
     metadata[param] = rpc.TypedData(string=context_json)
     return rpc.TypedData(string=context_json), metadata
 
@@ -216,7 +220,7 @@ def activity_input(
         data = rpc.TypedData(string=json.dumps(value))
     else:
         data = rpc.TypedData(string=json.dumps(value, separators=(",", ":")))
-    metadata = _json_body_properties(data.string) if isinstance(value, dict) else {}
+    metadata = _properties(value)
     metadata.update({"instanceId": rpc.TypedData(string=instance_id), "data": _json(value)})
     if data.WhichOneof("data") is not None:
         metadata[param] = data

@@ -8,6 +8,8 @@ events. Every episode and every activity result is committed in one transaction,
 (activities are at-least-once, as in Azure).
 """
 
+import asyncio
+import functools
 import json
 import sqlite3
 import threading
@@ -21,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from devhost.clock import Clock
-from devhost.servicebus import format_time as ts
+from devhost.servicebus import format_time
 from devhost.servicebus import parse_time as parse_ts
+
+# One transaction stamps many rows with the same moment: format each moment once.
+ts = functools.lru_cache(maxsize=256)(format_time)
 
 OUT_OF_PROC_MARKER = "$OutOfProcData$:"
 ACTIVITY_LEASE = timedelta(minutes=10)
@@ -123,6 +128,11 @@ class InstanceExists(Exception):
     pass
 
 
+class Queued(StrEnum):
+    EVENTS = "events"
+    ACTIVITIES = "activities"
+
+
 class Delivery(StrEnum):
     ACCEPTED = "accepted"
     NOT_FOUND = "not-found"
@@ -137,6 +147,15 @@ class ActivityWork:
     task_id: int
     name: str
     input: str | None
+
+
+@dataclass(frozen=True)
+class ActivityOutcome:
+    """An activity's JSON result, or its failure as (reason, details)."""
+
+    work: ActivityWork
+    result: str | None = None
+    failure: tuple[str, str] | None = None
 
 
 def _event(kind: EventType, when: datetime, **fields: Any) -> dict[str, Any]:
@@ -159,23 +178,33 @@ def split_orchestrator_error(text: str) -> tuple[str, dict[str, Any] | None]:
     return message.strip(), json.loads(state)
 
 
-def orchestration_context(instance_id: str, history: list[dict[str, Any]], *, is_replaying: bool) -> str:
-    """The JSON the Durable extension hands an orchestrator function (its out-of-proc schema)."""
-    started = next(e for e in history if e["EventType"] == EventType.EXECUTION_STARTED)
-    return json.dumps(
-        {
-            "history": history,
-            "instanceId": instance_id,
-            "isReplaying": is_replaying,
-            "parentInstanceId": None,
-            "input": started.get("Input"),
-            "upperSchemaVersion": 2,
-            "upperSchemaVersionNew": 3,
-            # The Azure Storage provider's limits: timers up to 6 days are single timers.
-            "maximumShortTimerDuration": "6.00:00:00",
-            "longRunningTimerIntervalDuration": "3.00:00:00",
-        }
-    )
+def context_fields(instance_id: str, input_json: str | None, *, is_replaying: bool) -> dict[str, Any]:
+    """The out-of-proc orchestration context the Durable extension sends, but for its history."""
+    return {
+        "instanceId": instance_id,
+        "isReplaying": is_replaying,
+        "parentInstanceId": None,
+        "input": input_json,
+        "upperSchemaVersion": 2,
+        "upperSchemaVersionNew": 3,
+        # The Azure Storage provider's limits: timers up to 6 days are single timers.
+        "maximumShortTimerDuration": "6.00:00:00",
+        "longRunningTimerIntervalDuration": "3.00:00:00",
+    }
+
+
+def orchestration_context(history: list[str], fields: dict[str, Any]) -> str:
+    """The context JSON, its history spliced in as the events' JSON texts (not parsed again)."""
+    return '{"history": [' + ", ".join(history) + "], " + json.dumps(fields)[1:]
+
+
+_UNPLAYED = '"IsPlayed": false'
+_PLAYED = '"IsPlayed": true'
+# Events are written with EventType first (``_event``), so the ones a replay's actions are
+# checked against can be picked out of the history without parsing it.
+_SCHEDULING = tuple(
+    f'{{"EventType": {int(kind)},%' for kind in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)
+)
 
 
 class DurableStore:
@@ -185,7 +214,9 @@ class DurableStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
+        # WAL with synchronous=NORMAL: a commit is in the WAL before it returns, so a killed
+        # process loses nothing committed; only an OS crash or power cut can lose the last few.
+        self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
         self._lock = threading.RLock()
 
@@ -206,7 +237,7 @@ class DurableStore:
 
 # Runs the named orchestrator function on a context JSON and returns its state JSON, or raises
 # OrchestratorFailed with the failure's message (devhost runs it through the worker).
-RunOrchestrator = Callable[[str, str], Awaitable[str]]
+RunOrchestrator = Callable[[str, str, dict[str, Any]], Awaitable[str]]
 
 
 class OrchestratorFailed(Exception):
@@ -227,10 +258,11 @@ class Episode:
     name: str
     execution_id: str
     inbox_ids: tuple[int, ...]
-    old: list[dict[str, Any]]
+    played: int  # events already in the history
     events: list[dict[str, Any]]
     now: datetime
     context: str
+    fields: dict[str, Any]
 
 
 class DurableEngine:
@@ -247,6 +279,10 @@ class DurableEngine:
         self.clock = clock
         self.orchestrators = orchestrators
         self.run_orchestrator = run_orchestrator or _no_orchestrators
+        self._leases: dict[int, datetime] = {}
+        # Called after a commit that queued an event (an orchestration to run) or, from an
+        # episode, activities: a host's loops wake on it rather than poll.
+        self.changed: Callable[[Queued], None] = lambda queued: None
 
     # --- client operations (the Durable HTTP API calls these) ---------------------------------
 
@@ -277,6 +313,7 @@ class DurableEngine:
             self._start_execution(
                 conn, instance_id, execution_id=execution_id, name=name, input_json=input_json, now=now
             )
+        self.changed(Queued.EVENTS)
         return instance_id
 
     def raise_event(self, instance_id: str, name: str, input_json: str | None) -> Delivery:
@@ -292,6 +329,7 @@ class DurableEngine:
                 return Delivery.GONE
             event = _event(EventType.EVENT_RAISED, now, Name=name, Input=input_json)
             self._deliver(conn, instance_id, row[1], event, now)
+        self.changed(Queued.EVENTS)
         return Delivery.ACCEPTED
 
     def terminate(self, instance_id: str, reason: str) -> Delivery:
@@ -384,31 +422,40 @@ class DurableEngine:
         return [r[0] for r in rows]
 
     async def run_episode(self, instance_id: str) -> None:
-        """Replay the orchestrator over its history plus the new events, and commit what it asked for.
+        await self.run_episodes([instance_id])
 
-        The events are taken and the episode committed in one transaction after the orchestrator
-        ran, so a crash while it runs loses nothing: the next start replays the same episode.
+    async def run_episodes(self, instance_ids: list[str]) -> None:
+        """Replay each orchestrator over its history plus its new events, all at once, and commit
+        what they asked for in one transaction (one fsync for the batch, not one per instance).
+
+        The events are taken when the episodes are committed, after the orchestrators ran, so a
+        crash while they run loses nothing: the next start replays the same episodes.
         """
-        episode = self._begin_episode(instance_id)
-        if episode is None:
+        episodes = [e for e in map(self._begin_episode, instance_ids) if e is not None]
+        if not episodes:
             return
-        error: str | None = None
-        state: dict[str, Any] | None = None
-        if episode.name not in self.orchestrators:
-            error = f"orchestrator function '{episode.name}' is no longer in the app"
-        else:
-            try:
-                state = json.loads(await self.run_orchestrator(episode.name, episode.context))
-            except OrchestratorFailed as raised:
-                error, state = split_orchestrator_error(raised.message)
+        outcomes = await asyncio.gather(*(self._replay(episode) for episode in episodes))
         with self.store.tx() as conn:
-            self._end_episode(conn, episode, state, error)
+            for episode, (state, error) in zip(episodes, outcomes, strict=True):
+                self._end_episode(conn, episode, state, error)
+        self.changed(Queued.ACTIVITIES)
+
+    async def _replay(self, episode: "Episode") -> tuple[dict[str, Any] | None, str | None]:
+        if episode.name not in self.orchestrators:
+            return None, f"orchestrator function '{episode.name}' is no longer in the app"
+        try:
+            return json.loads(
+                await self.run_orchestrator(episode.name, episode.context, episode.fields)
+            ), None
+        except OrchestratorFailed as raised:
+            error, state = split_orchestrator_error(raised.message)
+            return state, error
 
     def _begin_episode(self, instance_id: str) -> "Episode | None":
         now = self.clock.now()
         with self.store.tx() as conn:
             row = conn.execute(
-                "SELECT name, execution_id, status, completing FROM instances WHERE instance_id = ?",
+                "SELECT name, execution_id, status, completing, input FROM instances WHERE instance_id = ?",
                 (instance_id,),
             ).fetchone()
             messages = conn.execute(
@@ -427,19 +474,24 @@ class DurableEngine:
                     self._complete_if_no_timers(conn, instance_id, now)
                 return None
         name, execution_id = str(row[0]), str(row[1])
-        old = self.history(instance_id)
-        for event in old:
-            event["IsPlayed"] = True
+        rows = self.store.conn.execute(
+            "SELECT event FROM history WHERE instance_id = ? ORDER BY seq", (instance_id,)
+        ).fetchall()
+        # Stored events were new when written; to this replay they are played. The flag is the
+        # third key of every event (``_event``), so a plain replace touches nothing inside inputs.
+        played = [str(r[0]).replace(_UNPLAYED, _PLAYED, 1) for r in rows]
         events = [_event(EventType.ORCHESTRATOR_STARTED, now), *new_events]
+        fields = context_fields(instance_id, row[4], is_replaying=bool(played))
         return Episode(
             instance_id=instance_id,
             name=name,
             execution_id=execution_id,
             inbox_ids=tuple(int(m[0]) for m in messages),
-            old=old,
+            played=len(played),
             events=events,
             now=now,
-            context=orchestration_context(instance_id, old + events, is_replaying=bool(old)),
+            context=orchestration_context(played + [json.dumps(e) for e in events], fields),
+            fields=fields,
         )
 
     def _end_episode(
@@ -461,8 +513,15 @@ class DurableEngine:
         )
         if taken != len(episode.inbox_ids):
             raise EpisodeConflict(f"the inbox of {instance_id} changed under a running episode")
-        old, events = episode.old, list(episode.events)
-        scheduled = [e for e in old if e["EventType"] in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)]
+        events = list(episode.events)
+        scheduled = [
+            json.loads(r[0])
+            for r in conn.execute(
+                "SELECT event FROM history WHERE instance_id = ? AND (event LIKE ? OR event LIKE ?)"
+                " ORDER BY seq",
+                (instance_id, *_SCHEDULING),
+            )
+        ]
         outcome = self._apply_actions(
             conn,
             instance_id=instance_id,
@@ -475,7 +534,7 @@ class DurableEngine:
         if outcome is not None and error is None:
             error = outcome
         events.append(_event(EventType.ORCHESTRATOR_COMPLETED, now))
-        first_seq = len(old)
+        first_seq = episode.played
         conn.executemany(
             "INSERT INTO history (instance_id, seq, event) VALUES (?, ?, ?)",
             [(instance_id, first_seq + i, json.dumps(e)) for i, e in enumerate(events)],
@@ -664,47 +723,67 @@ class DurableEngine:
     # --- activities --------------------------------------------------------------------------
 
     def release_activity_leases(self) -> None:
-        """At start-up: whoever held these leases died with the previous process."""
+        """At start-up: whoever held these leases died with the previous process. (Leases are
+        kept in memory now; the column stays for data directories written by older devhosts.)"""
+        self._leases.clear()
         with self.store.tx() as conn:
-            conn.execute("UPDATE activities SET locked_until = NULL")
+            conn.execute("UPDATE activities SET locked_until = NULL WHERE locked_until IS NOT NULL")
 
     def claim_activities(self, limit: int) -> list[ActivityWork]:
+        """Lease up to ``limit`` activities. The leases live in this process, which alone owns the
+        data directory: a claim writes nothing, and a restart (a new process) finds every
+        unfinished activity free again, so each runs at least once."""
         now = self.clock.now()
-        with self.store.tx() as conn:
-            rows = conn.execute(
-                "SELECT id, instance_id, execution_id, task_id, name, input FROM activities"
-                " WHERE locked_until IS NULL OR locked_until <= ? ORDER BY id LIMIT ?",
-                (ts(now), limit),
-            ).fetchall()
-            conn.executemany(
-                "UPDATE activities SET locked_until = ? WHERE id = ?",
-                [(ts(now + ACTIVITY_LEASE), r[0]) for r in rows],
-            )
-        return [ActivityWork(*row) for row in rows]
+        expired = [work_id for work_id, until in self._leases.items() if until <= now]
+        for work_id in expired:
+            del self._leases[work_id]
+        rows = self.store.conn.execute(
+            "SELECT id, instance_id, execution_id, task_id, name, input FROM activities ORDER BY id LIMIT ?",
+            (limit + len(self._leases),),
+        ).fetchall()
+        claimed = [ActivityWork(*row) for row in rows if row[0] not in self._leases][:limit]
+        for work in claimed:
+            self._leases[work.id] = now + ACTIVITY_LEASE
+        return claimed
 
     def finish_activity(
         self, work: ActivityWork, *, result: str | None = None, failure: tuple[str, str] | None = None
     ) -> None:
-        """Deliver an activity's result; dropped if the instance was terminated or restarted meanwhile."""
+        self.finish_activities([ActivityOutcome(work, result, failure)])
+
+    def finish_activities(self, outcomes: list["ActivityOutcome"]) -> None:
+        """Deliver activities' results, in one transaction; a result whose instance was
+        terminated or restarted meanwhile is dropped."""
+        if not outcomes:
+            return
         now = self.clock.now()
         with self.store.tx() as conn:
-            gone = conn.execute("DELETE FROM activities WHERE id = ?", (work.id,)).rowcount == 0
-            if gone:
-                return
-            if failure is None:
-                event = _event(EventType.TASK_COMPLETED, now, TaskScheduledId=work.task_id, Result=result)
-            else:
-                reason, details = failure
-                event = _event(
-                    EventType.TASK_FAILED, now, TaskScheduledId=work.task_id, Reason=reason, Details=details
-                )
-            self._deliver(conn, work.instance_id, work.execution_id, event, now)
+            for outcome in outcomes:
+                work = outcome.work
+                self._leases.pop(work.id, None)
+                if conn.execute("DELETE FROM activities WHERE id = ?", (work.id,)).rowcount == 0:
+                    continue
+                if outcome.failure is None:
+                    event = _event(
+                        EventType.TASK_COMPLETED, now, TaskScheduledId=work.task_id, Result=outcome.result
+                    )
+                else:
+                    reason, details = outcome.failure
+                    event = _event(
+                        EventType.TASK_FAILED,
+                        now,
+                        TaskScheduledId=work.task_id,
+                        Reason=reason,
+                        Details=details,
+                    )
+                self._deliver(conn, work.instance_id, work.execution_id, event, now)
+        self.changed(Queued.EVENTS)
 
     def pending_activities(self) -> int:
         return int(self.store.conn.execute("SELECT COUNT(*) FROM activities").fetchone()[0])
 
 
-async def _no_orchestrators(name: str, context: str) -> str:
+async def _no_orchestrators(name: str, context: str, fields: dict[str, Any]) -> str:
     raise OrchestratorFailed(f"this engine runs no orchestrators (asked for {name})")
 
 

@@ -6,7 +6,7 @@ unknown one 404, and the SDK raises.
 """
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -51,6 +51,10 @@ class _Api:
     def __init__(self, host: "Host") -> None:
         self.host = host
 
+    def _management_urls(self) -> dict[str, str]:
+        urls: dict[str, str] = json.loads(self.host.client_json())["managementUrls"]
+        return urls
+
     async def start(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         try:
@@ -61,8 +65,7 @@ class _Api:
             return web.json_response({"ExceptionMessage": str(error)}, status=400)
         except InstanceExists as error:
             return web.json_response(str(error), status=409)
-        urls: dict[str, Any] = json.loads(self.host.client_json())["managementUrls"]
-        body = {k: v.replace("INSTANCEID", instance_id) for k, v in urls.items()}
+        body = {k: v.replace("INSTANCEID", instance_id) for k, v in self._management_urls().items()}
         return web.json_response(body, status=202)
 
     async def raise_event(self, request: web.Request) -> web.Response:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from aiohttp import web
 from azure.durable_functions.models.utils import http_utils as durable_http
@@ -27,7 +27,14 @@ from croniter import croniter
 from devhost import bindings, durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
 from devhost.config import DevhostConfig, queues_from_emulator_config
-from devhost.durable import ActivityWork, DurableEngine, DurableStore, OrchestratorFailed
+from devhost.durable import (
+    ActivityOutcome,
+    ActivityWork,
+    DurableEngine,
+    DurableStore,
+    OrchestratorFailed,
+    Queued,
+)
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.servicebus import LocalServiceBus, MessageLockLost, QueueConfig, ReceivedMessage
@@ -39,6 +46,9 @@ from devhost.worker import InvocationFailed, Worker, WorkerError
 log = logging.getLogger("devhost")
 
 LOCAL_SERVICEBUS = "local"
+# The longest an idle Durable loop waits without being told of new work: it still notices what
+# another process wrote and activity leases that ran out.
+IDLE_WAIT = 1.0
 
 
 class HostError(Exception):
@@ -235,7 +245,12 @@ class Host:
 
     def client_json(self) -> str:
         """The Durable client binding: the SDK's own client talks to our Durable HTTP API."""
-        rpc = f"{self.base_url}/runtime/webhooks/durabletask/"
+        return self._client_json(self.base_url)
+
+    @staticmethod
+    @functools.cache
+    def _client_json(base_url: str) -> str:
+        rpc = f"{base_url}/runtime/webhooks/durabletask/"
         status = f"{rpc}instances/INSTANCEID"
         return json.dumps(
             {
@@ -419,11 +434,11 @@ class Host:
             await self.engine.run_episode(instance_id)
         return len(ready)
 
-    async def _run_orchestrator(self, name: str, context_json: str) -> str:
+    async def _run_orchestrator(self, name: str, context_json: str, fields: dict[str, Any]) -> str:
         spec = self.orchestrators[name]
         try:
             response = await self.invoke(
-                spec, *bindings.orchestration_context(spec.trigger_param, context_json)
+                spec, *bindings.orchestration_context(spec.trigger_param, context_json, fields)
             )
         except InvocationFailed as error:
             raise OrchestratorFailed(error.message) from None
@@ -434,24 +449,25 @@ class Host:
 
     async def step_activities(self, limit: int) -> int:
         work = self.engine.claim_activities(limit)
-        await asyncio.gather(*(self._run_activity(item) for item in work))
+        self.engine.finish_activities(
+            list(await asyncio.gather(*(self._run_activity(item) for item in work)))
+        )
         return len(work)
 
-    async def _run_activity(self, work: ActivityWork) -> None:
+    async def _run_activity(self, work: ActivityWork) -> ActivityOutcome:
         spec = self.activities.get(work.name)
         if spec is None:
-            reason = f"activity function '{work.name}' does not exist in the app"
-            self.engine.finish_activity(work, failure=(reason, ""))
-            return
+            return ActivityOutcome(
+                work, failure=(f"activity function '{work.name}' does not exist in the app", "")
+            )
         try:
             response = await self.invoke(
                 spec, *bindings.activity_input(spec.trigger_param, work.instance_id, work.input)
             )
         except InvocationFailed as error:  # an activity's exception is the task's failure
             reason = f"Activity function '{work.name}' failed: {error.message}"
-            self.engine.finish_activity(work, failure=(reason, error.stack_trace))
-            return
-        self.engine.finish_activity(work, result=bindings.returned_json(response))
+            return ActivityOutcome(work, failure=(reason, error.stack_trace))
+        return ActivityOutcome(work, result=bindings.returned_json(response))
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -504,13 +520,82 @@ class Host:
         raise HostError(f"the condition did not hold within {max_rounds} rounds")
 
     async def serve(self) -> None:
-        """Real-clock loops, one per source, so a slow activity never holds up an orchestration."""
-        loops: list[Callable[[], Awaitable[int]]] = [self.step_timers, self.step_orchestrations]
-        loops += [functools.partial(self.step_activities, 1)] * self.config.concurrency
+        """Real-clock loops, one per source, so a slow activity never holds up an orchestration.
+
+        The Durable work is event-driven: the engine says when it queued an event or an activity,
+        so a result is replayed at once rather than at the next poll; timers and anything another
+        process did are caught by a bounded wait. Service Bus and timers are polled."""
+        self._durable_changed = asyncio.Event()
+        self._activity_slots = asyncio.Event()
+        wake = {Queued.EVENTS: self._durable_changed, Queued.ACTIVITIES: self._activity_slots}
+        self.engine.changed = lambda queued: wake[queued].set()
+        loops: list[Callable[[], Awaitable[int]]] = [self.step_timers]
         for spec in self.by_trigger("serviceBusTrigger"):
             loops += [functools.partial(self.step_servicebus, spec, 1)] * self.config.concurrency
         self._loops = [asyncio.create_task(self._poll(step)) for step in loops]
+        self._loops += [
+            asyncio.create_task(self._serve_orchestrations()),
+            asyncio.create_task(self._serve_activities()),
+        ]
         await asyncio.gather(*self._loops)
+
+    async def _idle(self, event: asyncio.Event, due: datetime | None = None) -> None:
+        wait = IDLE_WAIT if due is None else min(IDLE_WAIT, max((due - self.clock.now()).total_seconds(), 0))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=wait)
+
+    async def _serve_orchestrations(self) -> None:
+        """Every ready instance's episode at once: the worker runs them on its own threads."""
+        changed = self._durable_changed
+        while True:
+            changed.clear()
+            try:
+                ready = self.engine.ready_instances()
+                if ready:
+                    await self.engine.run_episodes(ready)
+                    continue
+            except Exception:  # keep serving; the cause is in the log
+                log.exception("devhost orchestration loop failed")
+            await self._idle(changed, self.engine.next_due())
+
+    async def _serve_activities(self) -> None:
+        """Up to DEVHOST_CONCURRENCY activities at a time, a new one as soon as a slot frees.
+        Results that arrive together are committed together (group commit)."""
+        running: set[asyncio.Task[ActivityOutcome]] = set()
+        finished: list[ActivityOutcome] = []
+        wake = self._activity_slots
+        loop = asyncio.get_running_loop()
+
+        def commit() -> None:
+            outcomes = finished[:]
+            finished.clear()
+            try:
+                self.engine.finish_activities(outcomes)
+            except Exception:  # the activities run again after a restart: at least once
+                log.exception("devhost could not record %d activity results", len(outcomes))
+
+        def done(task: asyncio.Task[ActivityOutcome]) -> None:
+            running.discard(task)
+            if not task.cancelled() and task.exception() is None:
+                if not finished:
+                    loop.call_soon(commit)
+                finished.append(task.result())
+            wake.set()
+
+        while True:
+            wake.clear()
+            free = self.config.concurrency - len(running)
+            try:
+                work = self.engine.claim_activities(free) if free > 0 else []
+            except Exception:  # keep serving; the cause is in the log
+                log.exception("devhost activity loop failed")
+                work = []
+            for item in work:
+                task = asyncio.create_task(self._run_activity(item))
+                running.add(task)
+                task.add_done_callback(done)
+            if not work:
+                await self._idle(wake)
 
     async def _poll(self, step: Callable[[], Awaitable[int]]) -> None:
         while True:

@@ -149,7 +149,7 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def _parse_optional(text: str | None) -> datetime | None:

@@ -9,7 +9,7 @@ import pytest
 
 from devhost import bindings
 from devhost.clock import VirtualClock
-from devhost.durable import EventType, orchestration_context, split_orchestrator_error
+from devhost.durable import EventType, context_fields, orchestration_context, split_orchestrator_error
 from devhost.host import Host
 from devhost.indexing import IndexingError
 from devhost.settings import SettingsError
@@ -272,8 +272,9 @@ def test_replaying_the_same_history_yields_the_same_actions(sample: Sample) -> N
     cut_points = [i for i, e in enumerate(history) if e["EventType"] == EventType.ORCHESTRATOR_COMPLETED]
     assert len(cut_points) == 3
     for cut in cut_points:
-        context = orchestration_context(instance, history[:cut], is_replaying=True)
-        data, metadata = bindings.orchestration_context(orchestrator.trigger_param, context)
+        fields = context_fields(instance, json.dumps(["p", "q"]), is_replaying=True)
+        context = orchestration_context([json.dumps(e) for e in history[:cut]], fields)
+        data, metadata = bindings.orchestration_context(orchestrator.trigger_param, context, fields)
         runs = [
             json.loads(
                 bindings.returned_json(sample.run(sample.host.invoke(orchestrator, data, metadata))) or "null"
