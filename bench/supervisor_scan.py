@@ -168,15 +168,15 @@ def sqlite_run(healthy: int) -> list[Result]:
 
 @contextmanager
 def cosmos_server() -> Iterator[str]:
-    from tests.emulators import COSMOS_CLI  # noqa: PLC0415 - only with --cosmos
+    from tests.emulators import COSMOS_PACKAGE, COSMOS_SERVER  # noqa: PLC0415 - only with --cosmos
 
-    if not COSMOS_CLI.exists():
+    if not COSMOS_PACKAGE.exists():
         raise SystemExit("the Cosmos emulator is not installed: run `make emulators`")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     server = subprocess.Popen(
-        ["node", str(COSMOS_CLI), "-p", str(port), "--host", "127.0.0.1"],
+        ["node", str(COSMOS_SERVER), str(port), "127.0.0.1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -21,8 +21,12 @@ import pytest
 import urllib3
 from azure.cosmos import CosmosClient
 
+from adapters.azure_stores import pooled_transport
+
 ROOT = Path(__file__).resolve().parents[1]
-COSMOS_CLI = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server" / "lib" / "cli.js"
+COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
+# Its CLI with keep-alive on, as Cosmos DB has it (emulators/cosmos-server.js says why).
+COSMOS_SERVER = ROOT / "emulators" / "cosmos-server.js"
 # The emulator's well-known key: it guards nothing (loopback, test data only).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
@@ -36,11 +40,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def cosmos_endpoint() -> Iterator[str]:
     """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
-    if not COSMOS_CLI.exists():
+    if not COSMOS_PACKAGE.exists():
         pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
     port = _free_port()
     server = subprocess.Popen(
-        ["node", str(COSMOS_CLI), "-p", str(port), "--host", "127.0.0.1"],
+        ["node", str(COSMOS_SERVER), str(port), "127.0.0.1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -110,7 +114,9 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
 
 @pytest.fixture(scope="session")
 def cosmos_client(cosmos_endpoint: str) -> CosmosClient:
-    return CosmosClient(cosmos_endpoint, credential=EMULATOR_KEY, connection_verify=False)
+    return CosmosClient(
+        cosmos_endpoint, credential=EMULATOR_KEY, connection_verify=False, transport=pooled_transport()
+    )
 
 
 @pytest.fixture(scope="session")
