@@ -576,26 +576,38 @@ class Host:
 
         def done(task: asyncio.Task[ActivityOutcome]) -> None:
             running.discard(task)
-            if not task.cancelled() and task.exception() is None:
+            if task.cancelled():
+                pass  # the host is stopping: the activity runs again after a restart
+            elif task.exception() is not None:
+                log.error("activity task failed outside the function", exc_info=task.exception())
+            else:
                 if not finished:
                     loop.call_soon(commit)
                 finished.append(task.result())
             wake.set()
 
-        while True:
-            wake.clear()
-            free = self.config.concurrency - len(running)
-            try:
-                work = self.engine.claim_activities(free) if free > 0 else []
-            except Exception:  # keep serving; the cause is in the log
-                log.exception("devhost activity loop failed")
-                work = []
-            for item in work:
-                task = asyncio.create_task(self._run_activity(item))
-                running.add(task)
-                task.add_done_callback(done)
-            if not work:
-                await self._idle(wake)
+        try:
+            while True:
+                wake.clear()
+                free = self.config.concurrency - len(running)
+                try:
+                    work = self.engine.claim_activities(free) if free > 0 else []
+                except Exception:  # keep serving; the cause is in the log
+                    log.exception("devhost activity loop failed")
+                    work = []
+                for item in work:
+                    task = asyncio.create_task(self._run_activity(item))
+                    running.add(task)
+                    task.add_done_callback(done)
+                if not work:
+                    await self._idle(wake)
+        finally:
+            # Stopping: what finished is recorded now, while the store is open; what still runs
+            # is abandoned and runs again after a restart (at least once, as in Azure).
+            for task in list(running):
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            commit()
 
     async def _poll(self, step: Callable[[], Awaitable[int]]) -> None:
         while True:
