@@ -121,6 +121,14 @@ def test_a_message_that_always_fails_is_dead_lettered_after_max_delivery_count(s
     assert dead.delivery_count == 3  # the queue's MaxDeliveryCount in servicebus/Config.json
 
 
+def test_a_body_that_is_not_text_fails_each_delivery_and_is_dead_lettered(sample: Sample) -> None:
+    sample.host.servicebus.send("work", b"\xff\xfe binary", message_id="not-text")
+    sample.run(sample.host.run_until(lambda: sample.host.servicebus.counts("work")["dead_letter"] == 1))
+    [dead] = sample.host.servicebus.peek("work/$deadletterqueue")
+    assert dead.message_id == "not-text" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert not sample.records("work")  # the function never ran: the binding failed first
+
+
 def test_a_duplicate_message_id_inside_the_window_is_dropped(sample: Sample) -> None:
     assert sample.host.servicebus.send("work", json.dumps({"id": "first"}), message_id="same")
     assert not sample.host.servicebus.send("work", json.dumps({"id": "second"}), message_id="same")

@@ -1,0 +1,126 @@
+"""The host's side of each binding: what devhost sends the worker is what the worker's own
+converters accept, in the shapes the host and its extensions send."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from azure.functions.durable_functions import ActivityTriggerConverter
+from azure.functions.servicebus import ServiceBusMessageInConverter
+from azure.functions.timer import TimerRequestConverter
+from azure_functions_runtime.bindings.datumdef import Datum
+
+from devhost import bindings
+from devhost.protocol import function_rpc_pb2 as rpc
+from devhost.servicebus import ReceivedMessage
+
+ENQUEUED = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
+
+
+def _message(body: bytes, **changes: object) -> ReceivedMessage:
+    fields: dict[str, object] = {
+        "queue": "work",
+        "sequence_number": 7,
+        "message_id": "m-1",
+        "body": body,
+        "correlation_id": "c-1",
+        "content_type": None,
+        "subject": None,
+        "reply_to": None,
+        "application_properties": {"app": "a"},
+        "delivery_count": 2,
+        "enqueued_time": ENQUEUED,
+        "scheduled_enqueue_time": None,
+        "locked_until": ENQUEUED + timedelta(minutes=1),
+        "lock_token": "lock-1",
+        "dead_letter_reason": None,
+        "dead_letter_error_description": None,
+    }
+    fields |= changes
+    return ReceivedMessage(**fields)  # type: ignore[arg-type]
+
+
+def _datums(metadata: dict[str, rpc.TypedData]) -> dict[str, Datum]:
+    """As the worker reads trigger metadata: every entry, eagerly (an int kind would fail here)."""
+    return {key: Datum.from_typed_data(value) for key, value in metadata.items()}
+
+
+def test_a_service_bus_message_goes_as_text_with_numbers_and_dates_as_json() -> None:
+    body, metadata = bindings.servicebus_message(_message(b'{"OrderID": "o-1", "Lines": [1]}'))
+    assert body.WhichOneof("data") == "string"
+    assert metadata["DeliveryCount"].json == "2" and metadata["SequenceNumber"].json == "7"
+    assert "sys" not in metadata and "ContentType" not in metadata  # unset properties are left out
+    assert metadata["OrderID"].string == "o-1" and "Lines" not in metadata  # body properties, no arrays
+    decoded = ServiceBusMessageInConverter.decode(
+        Datum.from_typed_data(body), trigger_metadata=_datums(metadata)
+    )
+    assert decoded.get_body() == b'{"OrderID": "o-1", "Lines": [1]}'
+    assert (decoded.message_id, decoded.delivery_count, decoded.lock_token) == ("m-1", 2, "lock-1")
+    # The extension sends the UTC wall time without an offset, so the SDK hands back a naive one.
+    assert decoded.enqueued_time_utc == ENQUEUED.replace(tzinfo=None)
+    assert decoded.application_properties == {"app": "a"} and decoded.correlation_id == "c-1"
+
+
+def test_a_body_property_cannot_stand_in_for_the_extensions_own_metadata() -> None:
+    _, metadata = bindings.servicebus_message(_message(b'{"DeliveryCount": 99, "MessageId": "forged"}'))
+    assert metadata["DeliveryCount"].json == "2" and metadata["MessageId"].string == "m-1"
+
+
+def test_a_body_that_is_not_utf8_fails_the_binding() -> None:
+    with pytest.raises(bindings.UndecodableBody, match="m-1"):
+        bindings.servicebus_message(_message(b"\xff\xfe not text"))
+
+
+def test_a_timer_without_its_monitor_has_no_schedule_status() -> None:
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    info, metadata = bindings.timer_info(
+        past_due=True, last=moment, next_=moment + timedelta(seconds=5), now=moment, monitored=False
+    )
+    assert json.loads(info.json) == {
+        "Schedule": {"AdjustForDST": True},
+        "ScheduleStatus": None,
+        "IsPastDue": True,
+    }
+    assert TimerRequestConverter.decode(Datum.from_typed_data(info), trigger_metadata={}).past_due
+    assert "TimerTrigger" in metadata
+    monitored, _ = bindings.timer_info(
+        past_due=False, last=moment, next_=moment + timedelta(seconds=5), now=moment, monitored=True
+    )
+    assert json.loads(monitored.json)["ScheduleStatus"]["Next"] == "2026-01-01T00:00:05+00:00"
+
+
+@pytest.mark.parametrize(
+    ("input_json", "kind", "decoded"),
+    [
+        ('{"OrderID": "o-1", "InstanceID": "o-1-1"}', "string", {"OrderID": "o-1", "InstanceID": "o-1-1"}),
+        ('"plain text"', "string", "plain text"),
+        (None, None, None),
+    ],
+)
+def test_an_activity_input_is_bound_as_the_durable_extension_binds_it(
+    input_json: str | None, kind: str | None, decoded: object
+) -> None:
+    data, metadata = bindings.activity_input("payload", "o-1-1", input_json)
+    assert data.WhichOneof("data") == kind
+    assert metadata["instanceId"].string == "o-1-1"
+    if kind is not None:
+        assert ActivityTriggerConverter.decode(Datum.from_typed_data(data), trigger_metadata={}) == decoded
+        assert metadata["payload"] == data
+
+
+def test_an_http_request_keeps_the_body_as_bytes_and_lowers_header_names() -> None:
+    data, metadata = bindings.http_request(
+        method="POST",
+        url="http://127.0.0.1:7071/api/orders?a=1&empty=",
+        headers={"Content-Type": "application/json"},
+        query={"a": "1", "empty": ""},
+        route_params={"order_id": "o-1"},
+        body=b'{"OrderID": "o-1"}',
+    )
+    http = data.http
+    assert http.body.bytes == b'{"OrderID": "o-1"}' and not http.HasField("rawBody")
+    assert dict(http.headers) == {"content-type": "application/json"}
+    assert dict(http.query) == {"a": "1"} and dict(http.params) == {"order_id": "o-1"}
+    assert metadata["OrderID"].string == "o-1" and metadata["order_id"].string == "o-1"
+    empty, _ = bindings.http_request(method="GET", url="u", headers={}, query={}, route_params={}, body=b"")
+    assert not empty.http.HasField("body")
