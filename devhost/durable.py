@@ -3,9 +3,10 @@
 Orchestrators are replayed by the Durable SDK inside the Functions worker, on real history JSON;
 this module only plays the part of the Durable extension: it keeps the history, turns the
 actions an episode returns into work (activities, timers), and delivers results back as history
-events. Every episode and every activity result is committed in one transaction, so a
-``kill -9`` at any point loses nothing: on restart, unfinished work simply runs again
-(activities are at-least-once, as in Azure).
+events. Episodes replayed together are committed in one transaction after their orchestrators
+return, and activity results that finish together in another, so a ``kill -9`` at any point
+loses nothing committed: on restart, unfinished work simply runs again (activities are
+at-least-once, as in Azure).
 """
 
 import asyncio
@@ -71,7 +72,7 @@ CREATE TABLE IF NOT EXISTS activities (
     task_id      INTEGER NOT NULL,
     name         TEXT NOT NULL,
     input        TEXT,
-    locked_until TEXT
+    locked_until TEXT  -- unused now (leases live in memory); kept so older data directories open
 );
 CREATE TABLE IF NOT EXISTS schedules (
     function_name TEXT PRIMARY KEY,
@@ -203,7 +204,7 @@ _PLAYED = '"IsPlayed": true'
 # Events are written with EventType first (``_event``), so the ones a replay's actions are
 # checked against can be picked out of the history without parsing it.
 _SCHEDULING = tuple(
-    f'{{"EventType": {int(kind)},%' for kind in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)
+    f'{{"EventType": {int(kind)},' for kind in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)
 )
 
 
@@ -259,6 +260,7 @@ class Episode:
     execution_id: str
     inbox_ids: tuple[int, ...]
     played: int  # events already in the history
+    scheduled: list[dict[str, Any]]  # its activities and timers, which the replay must ask for again
     events: list[dict[str, Any]]
     now: datetime
     context: str
@@ -421,9 +423,6 @@ class DurableEngine:
         ).fetchall()
         return [r[0] for r in rows]
 
-    async def run_episode(self, instance_id: str) -> None:
-        await self.run_episodes([instance_id])
-
     async def run_episodes(self, instance_ids: list[str]) -> None:
         """Replay each orchestrator over its history plus its new events, all at once, and commit
         what they asked for in one transaction (one fsync for the batch, not one per instance).
@@ -452,31 +451,32 @@ class DurableEngine:
             return state, error
 
     def _begin_episode(self, instance_id: str) -> "Episode | None":
+        # Reads only: this host is the one writer (a file lock), and the episode's own writes
+        # wait for its end. A write transaction here only for messages nothing will replay.
         now = self.clock.now()
-        with self.store.tx() as conn:
-            row = conn.execute(
-                "SELECT name, execution_id, status, completing, input FROM instances WHERE instance_id = ?",
-                (instance_id,),
-            ).fetchone()
-            messages = conn.execute(
-                # In the order they became visible: a reply raised before a timer's FireAt comes
-                # before the TimerFired, even if the episode runs after both.
-                "SELECT id, execution_id, event FROM inbox WHERE instance_id = ? AND visible_at <= ?"
-                " ORDER BY visible_at, id",
-                (instance_id, ts(now)),
-            ).fetchall()
-            finished = row is None or RuntimeStatus(row[2]) in FINISHED
-            new_events = [] if finished else [json.loads(m[2]) for m in messages if m[1] == row[1]]
-            if finished or not new_events or row[3]:
-                conn.executemany("DELETE FROM inbox WHERE id = ?", [(m[0],) for m in messages])
+        conn = self.store.conn
+        row = conn.execute(
+            "SELECT name, execution_id, status, completing, input FROM instances WHERE instance_id = ?",
+            (instance_id,),
+        ).fetchone()
+        messages = conn.execute(
+            # In the order they became visible: a reply raised before a timer's FireAt comes
+            # before the TimerFired, even if the episode runs after both.
+            "SELECT id, execution_id, event FROM inbox WHERE instance_id = ? AND visible_at <= ?"
+            " ORDER BY visible_at, id",
+            (instance_id, ts(now)),
+        ).fetchall()
+        finished = row is None or RuntimeStatus(row[2]) in FINISHED
+        new_events = [] if finished else [json.loads(m[2]) for m in messages if m[1] == row[1]]
+        if finished or not new_events or row[3]:
+            with self.store.tx() as tx:
+                tx.executemany("DELETE FROM inbox WHERE id = ?", [(m[0],) for m in messages])
                 if not finished and new_events:
                     # The orchestrator already returned; it only waited for its uncancelled timers.
-                    self._complete_if_no_timers(conn, instance_id, now)
-                return None
+                    self._complete_if_no_timers(tx, instance_id, now)
+            return None
         name, execution_id = str(row[0]), str(row[1])
-        rows = self.store.conn.execute(
-            "SELECT event FROM history WHERE instance_id = ? ORDER BY seq", (instance_id,)
-        ).fetchall()
+        rows = conn.execute("SELECT event FROM history WHERE instance_id = ? ORDER BY seq", (instance_id,))
         # Stored events were new when written; to this replay they are played. The flag is the
         # third key of every event (``_event``), so a plain replace touches nothing inside inputs.
         played = [str(r[0]).replace(_UNPLAYED, _PLAYED, 1) for r in rows]
@@ -488,6 +488,7 @@ class DurableEngine:
             execution_id=execution_id,
             inbox_ids=tuple(int(m[0]) for m in messages),
             played=len(played),
+            scheduled=[json.loads(text) for text in played if text.startswith(_SCHEDULING)],
             events=events,
             now=now,
             context=orchestration_context(played + [json.dumps(e) for e in events], fields),
@@ -514,20 +515,12 @@ class DurableEngine:
         if taken != len(episode.inbox_ids):
             raise EpisodeConflict(f"the inbox of {instance_id} changed under a running episode")
         events = list(episode.events)
-        scheduled = [
-            json.loads(r[0])
-            for r in conn.execute(
-                "SELECT event FROM history WHERE instance_id = ? AND (event LIKE ? OR event LIKE ?)"
-                " ORDER BY seq",
-                (instance_id, *_SCHEDULING),
-            )
-        ]
         outcome = self._apply_actions(
             conn,
             instance_id=instance_id,
             execution_id=episode.execution_id,
             state=state,
-            scheduled=scheduled,
+            scheduled=episode.scheduled,
             episode=events,
             now=now,
         )
@@ -723,11 +716,8 @@ class DurableEngine:
     # --- activities --------------------------------------------------------------------------
 
     def release_activity_leases(self) -> None:
-        """At start-up: whoever held these leases died with the previous process. (Leases are
-        kept in memory now; the column stays for data directories written by older devhosts.)"""
+        """At start-up: whoever held these leases died with the previous process."""
         self._leases.clear()
-        with self.store.tx() as conn:
-            conn.execute("UPDATE activities SET locked_until = NULL WHERE locked_until IS NOT NULL")
 
     def claim_activities(self, limit: int) -> list[ActivityWork]:
         """Lease up to ``limit`` activities. The leases live in this process, which alone owns the
@@ -745,11 +735,6 @@ class DurableEngine:
         for work in claimed:
             self._leases[work.id] = now + ACTIVITY_LEASE
         return claimed
-
-    def finish_activity(
-        self, work: ActivityWork, *, result: str | None = None, failure: tuple[str, str] | None = None
-    ) -> None:
-        self.finish_activities([ActivityOutcome(work, result, failure)])
 
     def finish_activities(self, outcomes: list["ActivityOutcome"]) -> None:
         """Deliver activities' results, in one transaction; a result whose instance was

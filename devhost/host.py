@@ -430,8 +430,7 @@ class Host:
 
     async def step_orchestrations(self) -> int:
         ready = self.engine.ready_instances()
-        for instance_id in ready:
-            await self.engine.run_episode(instance_id)
+        await self.engine.run_episodes(ready)
         return len(ready)
 
     async def _run_orchestrator(self, name: str, context_json: str, fields: dict[str, Any]) -> str:
@@ -550,9 +549,7 @@ class Host:
         while True:
             changed.clear()
             try:
-                ready = self.engine.ready_instances()
-                if ready:
-                    await self.engine.run_episodes(ready)
+                if await self.step_orchestrations():
                     continue
             except Exception:  # keep serving; the cause is in the log
                 log.exception("devhost orchestration loop failed")
