@@ -59,12 +59,12 @@ def _http(reply: frontend.Reply) -> func.HttpResponse:
 
 @app.route(route="orders", methods=["POST"])
 def post_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(frontend.accept_order(req.get_body(), ports()))
+    return _http(frontend.accept_order(req.get_body(), req.headers, ports()))
 
 
 @app.route(route="orders/{order_id}", methods=["GET"])
 def get_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(frontend.order_view(req.route_params["order_id"], ports()))
+    return _http(frontend.order_view(req.route_params["order_id"], req.headers, ports()))
 
 
 # --- Submission (E1-E2) ---------------------------------------------------------------------
@@ -150,7 +150,9 @@ async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrati
     order_id = reply.InstanceID.rsplit("-", 1)[0]
     with order_span("agent.reply", order_id, reply.InstanceID, step=reply.Step, outcome=reply.Outcome.value):
         try:
-            await client.raise_event(reply.InstanceID, agent_event(reply.Step), reply.model_dump(mode="json"))
+            await client.raise_event(
+                reply.InstanceID, agent_event(reply.RequestID), reply.model_dump(mode="json")
+            )
         except Exception as error:
             if not intake.is_late_reply_error(error):
                 raise  # abandon: the broker redelivers, up to the queue's max delivery count

@@ -133,7 +133,7 @@ def to_minor(amount: Decimal) -> int:
 
 
 def from_minor(minor: object) -> Decimal:
-    return Decimal(int(str(minor))) / 100
+    return Decimal(int(str(minor))).scaleb(-2)  # exactly two decimals: 1000 -> 10.00
 
 
 class SqlOrdersRepository:

@@ -12,15 +12,21 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
+    PlainSerializer,
     model_validator,
 )
 
+from domain.apps import APP_NAME
 from domain.ids import ORDER_ID_PATTERN
 
 # Service Bus standard tier caps a message at 256 KB; stay well inside it.
@@ -29,28 +35,90 @@ MAX_MESSAGE_BYTES = 64 * 1024
 OrderId = Annotated[str, StringConstraints(pattern=ORDER_ID_PATTERN.pattern)]
 QueueName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,49}$")]
 StepName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$")]
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000000"), decimal_places=2)]
+AppName = Annotated[str, StringConstraints(pattern=APP_NAME.pattern)]
+# Free text a person reads and a database stores: no control characters (C0, DEL, C1).
+ShortText = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=200, strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$"
+    ),
+]
+CENT = Decimal("0.01")
+
+
+def _number_not_text(value: object) -> object:
+    # pydantic reads a Decimal from a JSON string even in strict mode; a submitter's "10.00" in
+    # quotes is a type error here, like "2" for a quantity. A JSON number arrives as a float:
+    # its shortest repr is the decimal that was written, so no binary noise gets in.
+    if isinstance(value, bool) or isinstance(value, str):
+        raise ValueError("an amount is a JSON number, not a string or a boolean")
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, int):
+        return Decimal(value)
+    return value
+
+
+# A JSON number with at most two decimals, kept as an exact Decimal (never a float) and written
+# with exactly two everywhere after the front door ("10" and "10.00" are the same amount).
+Money = Annotated[
+    Decimal,
+    BeforeValidator(_number_not_text),
+    Field(ge=0, le=Decimal("1000000000"), decimal_places=2),
+    AfterValidator(lambda amount: amount.quantize(CENT)),
+    # Written back as a JSON number too (pydantic writes a Decimal as a string by default); a
+    # float holds every amount up to the maximum to the cent, and parsing quantizes it again.
+    PlainSerializer(float, return_type=float, when_used="json"),
+    WithJsonSchema(
+        {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1000000000,
+            "description": "An amount with at most two decimals (a JSON number, not a string).",
+        }
+    ),
+]
 
 
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=4000)
 
 
-class OrderLine(_Message):
+class _Submitted(_Message):
+    # Strict: what a submitter sends is taken as sent, never coerced ("2" is not a quantity).
+    model_config = ConfigDict(strict=True)
+
+
+class OrderLine(_Submitted):
     Sku: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")]
-    Quantity: int = Field(ge=1, le=10_000)
+    Quantity: StrictInt = Field(ge=1, le=10_000)
     UnitPrice: Money
 
 
-class OrderSubmission(_Message):
-    """What a submitting app puts on the orders queue (E1)."""
+class OrderSubmission(_Submitted):
+    """What a submitting app posts to the front end (E1); ``docs/order.schema.json`` is its schema.
+
+    ``StatusQueue`` may be left out: the caller's identity decides it. A submission that names
+    one names its own, or it is refused.
+    """
+
+    model_config = ConfigDict(
+        title="Order",
+        json_schema_extra={
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "description": (
+                "An order as a submitting app posts it to POST /api/orders. The caller's identity "
+                "decides where its statuses go; a StatusQueue, if given, must be the caller's own. "
+                "Total must equal the sum of Quantity x UnitPrice over the lines."
+            ),
+        },
+    )
 
     OrderID: OrderId
     Customer: ShortText
     Lines: list[OrderLine] = Field(min_length=1, max_length=100)
     Total: Money
-    StatusQueue: QueueName
+    StatusQueue: QueueName | None = None
     SubmittedAt: AwareDatetime
 
     @model_validator(mode="after")
@@ -59,6 +127,20 @@ class OrderSubmission(_Message):
         if expected != self.Total:
             raise ValueError(f"Total {self.Total} does not equal the sum of the lines {expected}")
         return self
+
+
+class QueuedOrder(OrderSubmission):
+    """What the front end puts on the orders queue: the order and the authenticated app that
+    submitted it. Only the front end can send to that queue (RBAC), so ``SubmittedBy`` is the
+    caller's identity, not a claim of the caller's."""
+
+    model_config = ConfigDict(title="QueuedOrder", json_schema_extra=None)
+
+    SubmittedBy: AppName
+
+    @property
+    def status_queue(self) -> str:
+        return f"status-{self.SubmittedBy}"
 
     def immutable_data(self) -> dict[str, Any]:
         """The part of an order that a repeat of the same submission must not change.
@@ -73,13 +155,19 @@ class OrderSubmission(_Message):
                 for line in self.Lines
             ],
             "Total": str(self.Total),
-            "StatusQueue": self.StatusQueue,
+            "SubmittedBy": self.SubmittedBy,
         }
 
     def order_hash(self) -> str:
         """sha256 of the canonical JSON of the immutable data (C6, E2)."""
         canonical = json.dumps(self.immutable_data(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def message_id(self) -> str:
+        """The orders queue's MessageId: the same order again is a duplicate the broker may drop;
+        different data under the same OrderID is a different message, so it reaches the
+        submission function and is refused there as a conflict, never dropped by the broker."""
+        return f"{self.OrderID}.{self.order_hash()[:32]}"
 
 
 class AgentRequest(_Message):
@@ -120,6 +208,7 @@ class AgentReply(_Message):
 
 
 class OrderStatus(StrEnum):
+    REJECTED = "rejected"  # refused at submission (a conflict or a rule): nothing was stored
     RECEIVED = "received"
     PROCESSING = "processing"
     COMPLETED = "completed"

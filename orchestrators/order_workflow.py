@@ -45,7 +45,6 @@ Orchestration = Generator[Any, Any, str]
 
 
 FINISH_ATTEMPTS = 4
-MAX_STRAY_REPLIES = 8
 FINISH_RETRY_DELAY = timedelta(seconds=5)
 
 
@@ -69,9 +68,17 @@ def finish(
     raise AssertionError("unreachable")
 
 
-def agent_event(action: str) -> str:
-    """Per-action event names: a stray reply for another step can never satisfy this wait (E8)."""
-    return f"AgentReply.{action}"
+def agent_event(request_id: str) -> str:
+    """The event a reply is raised as, named by the request it answers (E8).
+
+    Only the reply to this request can end this wait: a stray, late or duplicate reply to any
+    other request is raised under another name that nothing waits for, so it stays inert. (The
+    Durable SDK keeps an unconsumed event per name and hands it to every later wait of that
+    name, azure-functions-durable-python#507, so a name shared by several waits is not safe.)
+    The ``:`` of a request ID becomes ``.``: the name travels unescaped in the Durable HTTP
+    API's URL path.
+    """
+    return "AgentReply." + request_id.replace(":", ".")
 
 
 def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
@@ -151,19 +158,17 @@ def run_step(
 
 
 def wait_for_reply(
-    context: Any, action: str, expected: str, timer: Any
+    context: Any, request_id: str, complete_by: datetime
 ) -> Generator[Any, Any, dict[str, Any] | None]:
-    """The reply to our request, or None when the timer wins (E8, E10)."""
-    for _ in range(MAX_STRAY_REPLIES):
-        reply_task = context.wait_for_external_event(agent_event(action))
-        winner = yield context.task_any([reply_task, timer])
-        if winner is timer:
-            return None
-        reply = reply_task.result
-        if isinstance(reply, dict) and reply.get("RequestID") == expected:
-            return reply
-        # A reply to some other request (an old duplicate): keep waiting for ours.
-    return None  # replies that never match: as if timed out; the Supervisor retries
+    """The reply to our request, or None when ``CompleteBy`` comes first (E8, E10)."""
+    timer = context.create_timer(complete_by)
+    reply_task = context.wait_for_external_event(agent_event(request_id))
+    winner = yield context.task_any([reply_task, timer])
+    if winner is timer:
+        return None
+    timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
+    reply = reply_task.result
+    return reply if isinstance(reply, dict) and reply.get("RequestID") == request_id else None
 
 
 def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generator[Any, Any, StepOutcome]:
@@ -176,12 +181,10 @@ def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generato
         "send_agent_request",
         {**work, "CompleteBy": begun["CompleteBy"], "MaxAttempts": begun["CallsGranted"], "Payload": payload},
     )
-    expected = request_message_id(work["InstanceID"], work["Action"])
-    timer = context.create_timer(datetime.fromisoformat(begun["CompleteBy"]))
-    reply = yield from wait_for_reply(context, work["Action"], expected, timer)
+    request_id = request_message_id(work["InstanceID"], work["Action"])
+    reply = yield from wait_for_reply(context, request_id, datetime.fromisoformat(begun["CompleteBy"]))
     if reply is None:
         return StepOutcome(Ending.TIMED_OUT)  # R5: stop waiting, leave the record alone
-    timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
     if reply["Outcome"] == "ok":
         recorded = yield context.call_activity("record_step", {**work, "Result": reply.get("Result") or {}})
         return StepOutcome(Ending.FENCED) if recorded["Fenced"] else OK

@@ -1,13 +1,19 @@
 """The web front end (E1, C3): accept an order onto the orders queue, or push back; show one order.
 
+Every request is made by a registered submitting app, known from the principal App Service
+Authentication puts on the request (``domain.apps``): the app decides nothing by what it sends.
+An app submits for itself, hears back on its own status queue and sees only its own orders.
+
 Backpressure is visible to the submitter: while the backlog of Pending orders passes the
 threshold, new submissions get 429 with Retry-After instead of silently growing the store.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.messages import InvalidMessage, OrderSubmission, parse_message
+from domain.apps import NotAuthenticated, SubmittingApp, caller_client_id
+from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
 from domain.states import ProcessState
 from services.context import Ports
 
@@ -19,37 +25,83 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def accept_order(body: bytes, ports: Ports, base_url: str = "/api") -> Reply:
+def _error(status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, {"error": error, "detail": detail}, headers or {})
+
+
+def caller(headers: Mapping[str, str], ports: Ports) -> SubmittingApp | Reply:
+    """The registered app making this request, or the reply that refuses it."""
+    settings = ports.settings
+    if settings.profile == "azure" and not settings.platform_auth_enabled:
+        # Without App Service Authentication nothing strips a forged principal header.
+        return _error(
+            503, "AuthenticationNotConfigured", "App Service Authentication is off: requests are refused"
+        )
+    try:
+        client_id = caller_client_id(headers)
+    except NotAuthenticated as error:
+        return _error(401, "NotAuthenticated", str(error), {"WWW-Authenticate": "Bearer"})
+    app = settings.submitters.by_client_id(client_id)
+    if app is None:
+        return _error(403, "NotRegistered", f"application {client_id} is not a registered submitting app")
+    return app
+
+
+def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url: str = "/api") -> Reply:
+    app = caller(headers, ports)
+    if isinstance(app, Reply):
+        return app
     try:
         order = parse_message(OrderSubmission, body)
     except InvalidMessage as invalid:
-        return Reply(400, {"error": invalid.reason, "detail": invalid.description})
-    settings = ports.settings
-    if order.StatusQueue not in settings.status_queues:
-        return Reply(
-            400, {"error": "SubmissionRejected", "detail": f"unknown StatusQueue {order.StatusQueue!r}"}
+        return _error(400, invalid.reason, invalid.description)
+    if order.StatusQueue not in (None, app.status_queue):
+        return _error(
+            403, "SubmissionRejected", f"StatusQueue {order.StatusQueue!r} is not {app.name}'s status queue"
         )
-    backlog = ports.states.count_in_states(frozenset({ProcessState.PENDING}))
-    if backlog >= settings.backlog_threshold:
-        retry_after = str(settings.backlog_retry_after_seconds)
-        return Reply(
-            429,
-            {"error": "Backlog", "detail": f"{backlog} orders are waiting; try again in {retry_after}s"},
-            {"Retry-After": retry_after},
-        )
-    # MessageId = OrderID: a client that re-posts within the window is de-duplicated by the broker.
-    ports.sender.send(
-        settings.orders_queue, order.model_dump_json(), message_id=order.OrderID, correlation_id=order.OrderID
+    queued = QueuedOrder.model_validate(
+        {**order.model_dump(exclude={"StatusQueue"}), "SubmittedBy": app.name}
     )
+    # One point read answers a conflict now, while the caller waits, instead of in a dead letter.
+    stored = ports.states.get(order.OrderID)
+    if stored is None:
+        backlog = _backlog(ports)
+        if backlog is not None:
+            return backlog
+        # The MessageId names the order's content: a repeat is dropped by duplicate detection, a
+        # conflicting order is not, and the submission function refuses it (racing posts).
+        ports.sender.send(
+            ports.settings.orders_queue,
+            queued.model_dump_json(),
+            message_id=queued.message_id(),
+            correlation_id=order.OrderID,
+        )
+    elif stored.record.OrderHash != queued.order_hash():
+        return _error(409, "OrderConflict", f"OrderID {order.OrderID} is taken by a different order")
     status_url = f"{base_url}/orders/{order.OrderID}"
     return Reply(202, {"OrderID": order.OrderID, "statusUrl": status_url}, {"Location": status_url})
 
 
-def order_view(order_id: str, ports: Ports) -> Reply:
-    """The state record as an operator or submitter may see it: no locks, tokens or hashes."""
+def _backlog(ports: Ports) -> Reply | None:
+    """429 with Retry-After while too many orders wait to be claimed (C3)."""
+    settings = ports.settings
+    backlog = ports.states.count_in_states(frozenset({ProcessState.PENDING}))
+    if backlog < settings.backlog_threshold:
+        return None
+    retry_after = str(settings.backlog_retry_after_seconds)
+    detail = f"{backlog} orders are waiting; try again in {retry_after}s"
+    return _error(429, "Backlog", detail, {"Retry-After": retry_after})
+
+
+def order_view(order_id: str, headers: Mapping[str, str], ports: Ports) -> Reply:
+    """The caller's own order as it may see it: no locks, tokens or hashes. Another app's order
+    is answered exactly like a missing one, so order IDs do not leak between apps."""
+    app = caller(headers, ports)
+    if isinstance(app, Reply):
+        return app
     stored = ports.states.get(order_id)
-    if stored is None:
-        return Reply(404, {"error": "NotFound", "detail": f"no order {order_id!r}"})
+    if stored is None or stored.record.StatusQueue != app.status_queue:
+        return _error(404, "NotFound", f"no order {order_id!r}")
     record = stored.record
     return Reply(
         200,

@@ -7,7 +7,7 @@ operator is alerted; nothing stored is overwritten.
 import logging
 from dataclasses import dataclass
 
-from domain.messages import AgentReply, InvalidMessage, OrderStatus, OrderSubmission, parse_message
+from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
 from services.context import Ports
 from services.notifications import post_status, raise_alert
 from services.submit_order import SubmitOutcome, SubmitResult, submit_order
@@ -53,7 +53,7 @@ def _reject(
 
 def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
     try:
-        submission = parse_message(OrderSubmission, delivery.body)
+        submission = parse_message(QueuedOrder, delivery.body)
     except InvalidMessage as invalid:
         with order_span("submission.rejected", None, reason=invalid.reason, message_id=delivery.message_id):
             _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
@@ -64,7 +64,7 @@ def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
         return result
 
 
-def _submit(submission: OrderSubmission, delivery: Delivery, ports: Ports) -> SubmitResult:
+def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> SubmitResult:
     settings = ports.settings
     result = submit_order(
         submission,
@@ -72,15 +72,27 @@ def _submit(submission: OrderSubmission, delivery: Delivery, ports: Ports) -> Su
         states=ports.states,
         clock=ports.clock,
         policy=settings.scheduler_policy,
-        allowed_status_queues=frozenset(settings.status_queues),
+        submitters=settings.submitters,
         workflow_version=settings.workflow_version,
     )
     if not result.ok:
-        _reject(ports, delivery, _REASONS[result.outcome], result.reason or "", order_id=submission.OrderID)
+        reason = _REASONS[result.outcome]
+        if settings.submitters.named(submission.SubmittedBy) is not None:
+            # The submitter hears it on its own queue too: a refused order is never silent.
+            post_status(
+                ports.sender,
+                queue=submission.status_queue,
+                order_id=submission.OrderID,
+                status=OrderStatus.REJECTED,
+                now=ports.clock.now(),
+                detail=f"{reason}: {result.reason}",
+                message_id=f"{submission.OrderID}:rejected:{delivery.message_id}",
+            )
+        _reject(ports, delivery, reason, result.reason or "", order_id=submission.OrderID)
         return result
     post_status(
         ports.sender,
-        queue=submission.StatusQueue,
+        queue=submission.status_queue,
         order_id=submission.OrderID,
         status=OrderStatus.RECEIVED,
         now=ports.clock.now(),

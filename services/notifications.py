@@ -28,6 +28,7 @@ def post_status(
     status: OrderStatus,
     now: datetime,
     detail: str | None = None,
+    message_id: str | None = None,
 ) -> None:
     """Post to the one queue the submitter registered in its record; never anywhere else."""
     if queue is None:
@@ -37,7 +38,7 @@ def post_status(
     sender.send(
         queue,
         message.model_dump_json(),
-        message_id=f"{order_id}:{status.value}",
+        message_id=message_id or f"{order_id}:{status.value}",
         correlation_id=order_id,
     )
 

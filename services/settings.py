@@ -8,13 +8,12 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from domain.apps import Registry
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 
 
-def _split_csv(value: object) -> object:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
+def _registry(value: object) -> object:
+    return Registry.parse(value) if isinstance(value, str) else value
 
 
 class SettingsError(ValueError):
@@ -61,6 +60,9 @@ class Settings(BaseModel):
     # "local" is devhost's Service Bus; a connection string is a local broker or the emulator.
     servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
     servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
+    # App Service sets this to "True" on a site with App Service Authentication on; only then does
+    # the platform strip a client's own principal headers (checked by the front end in Azure).
+    platform_auth_enabled: bool = Field(False, alias="WEBSITE_AUTH_ENABLED")
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
     # "devhost": share devhost's clock, so a virtual clock in tests drives CompleteBy too.
@@ -79,9 +81,10 @@ class Settings(BaseModel):
     # Must equal MaxDeliveryCount of the agent-requests queue: an agent that dies mid-request
     # gets the request again, and each delivery may make up to SAS_AGENT_MAX_ATTEMPTS calls.
     agent_request_max_deliveries: int = Field(2, alias="SAS_AGENT_REQUEST_MAX_DELIVERIES", ge=1)
-    status_queues: Annotated[tuple[str, ...], BeforeValidator(_split_csv)] = Field(
-        ("status-app-a", "status-app-b"), alias="SAS_STATUS_QUEUES", min_length=1
-    )
+    # The apps that may submit (E16): "name=clientId,..." — the Entra application (client) ID
+    # the front end sees in the caller's principal, and the name its status queue is derived
+    # from (status-<name>). No default: an app not listed here cannot submit or read anything.
+    submitters: Annotated[Registry, BeforeValidator(_registry)] = Field(Registry(()), alias="SAS_SUBMITTERS")
     max_in_flight: int = Field(50, alias="SAS_MAX_IN_FLIGHT", ge=1)
     # C3: the front end answers 429 while this many orders wait to be claimed.
     backlog_threshold: int = Field(500, alias="SAS_BACKLOG_THRESHOLD", ge=1)

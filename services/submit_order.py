@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from domain import transitions
-from domain.messages import OrderSubmission
+from domain.apps import Registry
+from domain.messages import QueuedOrder
 from domain.policy import SchedulerPolicy
 from domain.ports import Clock, InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, StateStore
 from domain.record import DEFAULT_WORKFLOW_VERSION, StateRecord
@@ -22,7 +23,7 @@ class SubmitOutcome(StrEnum):
     ACCEPTED = "accepted"  # this call wrote at least one of the two records
     DUPLICATE = "duplicate"  # both records already existed with the same data: a repeat
     CONFLICT = "conflict"  # the OrderID is taken by different order data
-    REJECTED = "rejected"  # the submission is not allowed (e.g. a status queue not its own)
+    REJECTED = "rejected"  # the submission is not allowed (e.g. from an app no longer registered)
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,19 @@ class SubmitResult:
 
 
 def submit_order(
-    submission: OrderSubmission,
+    submission: QueuedOrder,
     *,
     orders: OrdersRepository,
     states: StateStore,
     clock: Clock,
     policy: SchedulerPolicy,
-    allowed_status_queues: frozenset[str],
+    submitters: Registry,
     workflow_version: str = DEFAULT_WORKFLOW_VERSION,
 ) -> SubmitResult:
     order_id = submission.OrderID
-    if submission.StatusQueue not in allowed_status_queues:
+    if submitters.named(submission.SubmittedBy) is None:
         return SubmitResult(
-            SubmitOutcome.REJECTED,
-            order_id,
-            f"StatusQueue {submission.StatusQueue!r} is not a registered status queue",
+            SubmitOutcome.REJECTED, order_id, f"{submission.SubmittedBy!r} is not a registered submitting app"
         )
     now = clock.now()
     order_hash = submission.order_hash()
@@ -61,7 +60,7 @@ def submit_order(
             OrderID=order_id,
             Customer=submission.Customer,
             Total=submission.Total,
-            StatusQueue=submission.StatusQueue,
+            StatusQueue=submission.status_queue,
             OrderHash=order_hash,
             Status=ORDER_STATUS_RECEIVED,
             Lines=tuple(
@@ -81,7 +80,7 @@ def submit_order(
     created = states.create_if_absent(
         transitions.create(
             order_id,
-            status_queue=submission.StatusQueue,
+            status_queue=submission.status_queue,
             order_hash=order_hash,
             now=now,
             policy=policy,

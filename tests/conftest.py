@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from adapters.clock import ManualClock
-from domain.messages import OrderLine, OrderSubmission
+from domain.messages import OrderLine, QueuedOrder
 from domain.policy import SchedulerPolicy
 
 pytest_plugins = ["tests.emulators", "tests.servicebus_broker"]
@@ -37,15 +37,15 @@ def make_submission(
     order_id: str = "order-1",
     *,
     quantity: int = 2,
-    status_queue: str = "status-app-a",
+    app: str = "app-a",
     submitted_at: datetime = T0,
-) -> OrderSubmission:
+) -> QueuedOrder:
     price = Decimal("12.50")
-    return OrderSubmission(
+    return QueuedOrder(
         OrderID=order_id,
         Customer="Contoso",
         Lines=[OrderLine(Sku="SKU-1", Quantity=quantity, UnitPrice=price)],
         Total=price * quantity,
-        StatusQueue=status_queue,
+        SubmittedBy=app,
         SubmittedAt=submitted_at,
     )

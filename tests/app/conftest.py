@@ -23,13 +23,20 @@ from adapters.factory import build_ports
 from devhost.clock import VirtualClock
 from devhost.host import Host
 from devhost.servicebus import LocalServiceBus, ReceivedMessage
-from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, OrderSubmission
+from domain.apps import principal_header
+from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
 from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+# The local identities local.settings.embedded.json registers (SAS_SUBMITTERS), and one it does not.
+CLIENT_IDS = {
+    "app-a": "11111111-1111-1111-1111-111111111111",
+    "app-b": "22222222-2222-2222-2222-222222222222",
+    "app-z": "99999999-9999-9999-9999-999999999999",
+}
 T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
 
 
@@ -131,18 +138,23 @@ class ScriptedAgent:
         return self.effects[f"{order_id}:{action}"]
 
 
-def submission(
-    order_id: str, *, status_queue: str = "status-app-a", sku: str = "SKU-1", quantity: int = 2
-) -> OrderSubmission:
+def submission(order_id: str, *, app: str = "app-a", sku: str = "SKU-1", quantity: int = 2) -> QueuedOrder:
+    """An order as the front end puts it on the orders queue, submitted by ``app``."""
     price = Decimal("10.00")
-    return OrderSubmission(
+    return QueuedOrder(
         OrderID=order_id,
         Customer="Contoso",
         Lines=[OrderLine(Sku=sku, Quantity=quantity, UnitPrice=price)],
         Total=price * quantity,
-        StatusQueue=status_queue,
+        SubmittedBy=app,
         SubmittedAt=T0,
     )
+
+
+def order_body(order_id: str, **changes: Any) -> str:
+    """An order as a submitting app posts it to the front end (no identity in it)."""
+    body = json.loads(submission(order_id).model_dump_json(exclude={"SubmittedBy", "StatusQueue"}))
+    return json.dumps(body | changes)
 
 
 class App:
@@ -160,18 +172,25 @@ class App:
         """The same adapters the function app uses, built from the same settings."""
         return build_ports(Settings.from_env(os.environ))
 
-    def http(self, method: str, path: str, body: str | None = None) -> tuple[int, str, dict[str, str]]:
+    def http(
+        self, method: str, path: str, body: str | None = None, *, app: str | None = "app-a"
+    ) -> tuple[int, str, dict[str, str]]:
+        """Call the front end as ``app`` (App Service Authentication's principal header, as the
+        platform would pass it), or unauthenticated with ``app=None``."""
+        headers = {} if app is None else principal_header(CLIENT_IDS[app])
+
         async def call() -> tuple[int, str, dict[str, str]]:
             async with (
                 aiohttp.ClientSession() as session,
-                session.request(method, self.host.base_url + path, data=body) as response,
+                session.request(method, self.host.base_url + path, data=body, headers=headers) as response,
             ):
                 return response.status, await response.text(), dict(response.headers)
 
         return self.loop.run_until_complete(call())
 
-    def submit(self, order: OrderSubmission, message_id: str | None = None) -> None:
-        self.bus.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
+    def submit(self, order: QueuedOrder, message_id: str | None = None) -> None:
+        """Put an order on the orders queue as the front end does (tests stand in for it)."""
+        self.bus.send("orders", order.model_dump_json(), message_id=message_id or order.message_id())
 
     def send_raw(self, body: str, message_id: str) -> None:
         self.bus.send("orders", body, message_id=message_id)

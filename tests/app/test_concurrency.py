@@ -75,7 +75,7 @@ def test_every_order_ends_in_exactly_one_terminal_state(app: App) -> None:
     ids = [f"c-{n:03d}" for n in range(ORDERS)]
     for order_id in ids:
         sku = rng.choice(["SKU-1"] * 18 + ["BLOCKED-1", "BACKORDER-1"])
-        app.submit(submission(order_id, sku=sku, status_queue=rng.choice(["status-app-a", "status-app-b"])))
+        app.submit(submission(order_id, sku=sku, app=rng.choice(["app-a", "app-b"])))
     app.run_until_terminal(*ids, days=5)
     assert second.claimed > 0  # the second starter really took part
 

@@ -1,13 +1,15 @@
-"""The front end (E1, C3): 202 with a status URL under the backlog threshold, 429 over it."""
+"""The front end (E1, C3): 202 with a status URL under the backlog threshold, 429 over it; a
+conflict answered at once with 409; every caller authenticated (see test_isolation.py)."""
 
 import json
+from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import App, start_app, submission
+from tests.app.conftest import App, order_body, start_app
 
 
 def test_an_order_posted_to_the_api_is_processed_and_visible(app: App) -> None:
-    status, text, headers = app.http("POST", "/api/orders", submission("web-1").model_dump_json())
+    status, text, headers = app.http("POST", "/api/orders", order_body("web-1"))
     assert status == 202
     body = json.loads(text)
     assert body["statusUrl"] == "/api/orders/web-1" and headers["Location"] == "/api/orders/web-1"
@@ -17,13 +19,39 @@ def test_an_order_posted_to_the_api_is_processed_and_visible(app: App) -> None:
     assert status == 200 and view["ProcessState"] == "Processed" and view["Attempt"] == 1
     assert "LockedBy" not in view and "OrderHash" not in view  # no internals
     assert app.http("GET", "/api/orders/nobody")[0] == 404
+    assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
 
 
 def test_a_bad_order_is_refused_with_the_reason(app: App) -> None:
-    body = json.loads(submission("web-1").model_dump_json()) | {"Total": "1.00"}
-    status, text, _ = app.http("POST", "/api/orders", json.dumps(body))
+    status, text, _ = app.http("POST", "/api/orders", order_body("web-1", Total=1.0))
     assert status == 400 and "does not equal" in json.loads(text)["detail"]
-    assert app.states.get("web-1") is None
+    status, text, _ = app.http("POST", "/api/orders", order_body("web-2", Customer="Con\u0000toso"))
+    assert status == 400 and "Customer" in json.loads(text)["detail"]
+    assert app.states.get("web-1") is None and app.states.get("web-2") is None
+
+
+def test_a_repost_of_the_same_order_is_idempotent(app: App) -> None:
+    assert app.http("POST", "/api/orders", order_body("web-1"))[0] == 202
+    app.run_until(lambda: app.states.get("web-1") is not None)
+    assert app.http("POST", "/api/orders", order_body("web-1", SubmittedAt="2026-03-01T10:00:00Z"))[0] == 202
+    app.run_until_terminal("web-1")
+    assert app.http("POST", "/api/orders", order_body("web-1"))[0] == 202
+    app.settle(timedelta(minutes=1))
+    assert app.record("web-1").Attempt == 1
+    assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
+    assert app.dead_letters("orders") == [] and app.alerts() == []
+
+
+def test_a_conflicting_order_gets_409_with_the_reason_and_changes_nothing(app: App) -> None:
+    """Different data under a known OrderID: refused while the caller waits, never dropped."""
+    assert app.http("POST", "/api/orders", order_body("web-1"))[0] == 202
+    app.run_until_terminal("web-1")
+    before = app.states.get("web-1")
+    lines = [{"Sku": "SKU-9", "Quantity": 1, "UnitPrice": 20.0}]
+    status, text, _ = app.http("POST", "/api/orders", order_body("web-1", Lines=lines))
+    assert status == 409 and json.loads(text)["error"] == "OrderConflict"
+    assert app.states.get("web-1") == before
+    assert app.bus.counts("orders")["active"] == 0  # nothing was queued for it
 
 
 def test_over_the_backlog_threshold_the_api_answers_429_with_retry_after(loop, tmp_path, monkeypatch) -> None:
@@ -31,15 +59,13 @@ def test_over_the_backlog_threshold_the_api_answers_429_with_retry_after(loop, t
     try:
         codes = []
         for n in range(5):
-            status, _, headers = app.http("POST", "/api/orders", submission(f"b-{n}").model_dump_json())
+            status, _, headers = app.http("POST", "/api/orders", order_body(f"b-{n}"))
             codes.append((status, headers.get("Retry-After")))
             # Let the submission land (it becomes Pending) before the next post; no claim runs yet.
             app.run_until(lambda n=n, s=status: s != 202 or app.states.get(f"b-{n}") is not None)
         assert codes == [(202, None)] * 3 + [(429, "5")] * 2
         assert {app.record(f"b-{n}").ProcessState for n in range(3)} == {ProcessState.PENDING}
         app.run_until_terminal("b-0", "b-1", "b-2")  # the backlog drains ...
-        assert (
-            app.http("POST", "/api/orders", submission("b-5").model_dump_json())[0] == 202
-        )  # ... and 202 again
+        assert app.http("POST", "/api/orders", order_body("b-5"))[0] == 202  # ... and 202 again
     finally:
         loop.run_until_complete(app.host.stop())

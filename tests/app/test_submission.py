@@ -34,6 +34,9 @@ def test_conflicting_data_is_dead_lettered_with_a_reason_and_changes_nothing(app
     assert dead.dead_letter_reason == "OrderConflict"
     assert "different data" in (dead.dead_letter_error_description or "")
     assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]
+    # The submitter hears of it too, on its own queue (E16): a conflict is never silent.
+    assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed", "rejected"]
+    assert "OrderConflict" in app.statuses("status-app-a")[-1]["Detail"]
     assert app.states.get("o-1") == before
     assert app.ports().orders.get("o-1") == order_before
 
@@ -54,17 +57,18 @@ def test_an_invalid_message_is_dead_lettered_with_the_schema_error(app: App) -> 
     assert app.states.get("../etc/passwd") is None
 
 
-def test_a_status_queue_that_is_not_registered_is_refused(app: App) -> None:
-    app.submit(submission("o-1", status_queue="status-app-z"))
+def test_an_order_from_an_app_that_is_not_registered_is_refused(app: App) -> None:
+    app.submit(submission("o-1", app="app-z"))
     app.run_until(lambda: bool(app.dead_letters("orders")))
     [dead] = app.dead_letters("orders")
     assert dead.dead_letter_reason == "SubmissionRejected"
-    assert app.states.get("o-1") is None
+    assert "not a registered submitting app" in (dead.dead_letter_error_description or "")
+    assert app.states.get("o-1") is None and app.statuses("status-app-a") == []
 
 
 def test_status_messages_go_only_to_the_submitters_own_queue(app: App) -> None:
-    app.submit(submission("a-1", status_queue="status-app-a"))
-    app.submit(submission("b-1", status_queue="status-app-b"))
+    app.submit(submission("a-1", app="app-a"))
+    app.submit(submission("b-1", app="app-b"))
     app.run_until_terminal("a-1", "b-1")
     queue_a = app.statuses("status-app-a")
     queue_b = app.statuses("status-app-b")

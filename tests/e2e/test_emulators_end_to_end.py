@@ -23,7 +23,7 @@ from domain.states import ProcessState
 from tests.app.conftest import submission
 from tests.emulators import AZURITE_KEY, new_postgres_database
 
-APPS = ("status-app-a", "status-app-b")
+APPS = ("app-a", "app-b")
 FINAL_STATUS = {
     ProcessState.PROCESSED: "completed",
     ProcessState.COMPENSATED: "compensated",
@@ -76,7 +76,7 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
     stack = Stack(tmp_path, agents=0, profile=profile, settings=emulators_settings).start()
     try:
         silent = [f"s-{n:02d}" for n in range(6)]
-        stack.submit([submission(i, status_queue=APPS[n % 2]) for n, i in enumerate(silent)])
+        stack.submit([submission(i, app=APPS[n % 2]) for n, i in enumerate(silent)])
 
         def recovered_by_supervisor() -> bool:
             records = stack.records(silent)
@@ -88,7 +88,7 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
         ids = [f"o-{n:03d}" for n in range(94)]
         stack.submit(
             [
-                submission(i, status_queue=APPS[n % 2], sku=SKUS.get(n % 10, "SKU-1"))
+                submission(i, app=APPS[n % 2], sku=SKUS.get(n % 10, "SKU-1"))
                 for n, i in enumerate(ids)
             ]
         )
@@ -99,7 +99,7 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
         records = stack.wait_terminal(everyone, timeout=300)
         messaging = stack.ports().sender
         assert isinstance(messaging, ServiceBusMessaging)
-        statuses = {app: [json.loads(m.body) for m in messaging.peek(app, 2000)] for app in APPS}
+        statuses = {app: [json.loads(m.body) for m in messaging.peek(f"status-{app}", 2000)] for app in APPS}
         in_sql = {i for i in everyone if stack.ports().orders.get(i) is not None}
         dead = [(m.message_id, m.dead_letter_reason) for m in messaging.peek("orders/$deadletterqueue", 10)]
         alerts = [json.loads(m.body) for m in messaging.peek("operator-alerts", 100)]

@@ -33,7 +33,7 @@ def test_200_orders_through_real_agents_and_a_flaky_service(tmp_path: Path) -> N
         ids = [f"e-{n:03d}" for n in range(200)]
         stack.submit(
             [
-                submission(i, status_queue="status-app-a" if n % 2 else "status-app-b")
+                submission(i, app="app-a" if n % 2 else "status-app-b")
                 for n, i in enumerate(ids)
             ]
         )

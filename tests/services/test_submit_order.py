@@ -6,6 +6,7 @@ import pytest
 
 from adapters.clock import ManualClock
 from domain import transitions
+from domain.apps import Registry
 from domain.policy import SchedulerPolicy
 from domain.ports import Created, StateStore
 from domain.record import StateRecord
@@ -14,7 +15,9 @@ from services.submit_order import SubmitOutcome, submit_order
 from tests.conftest import make_submission
 from tests.services.conftest import Stores
 
-ALLOWED = frozenset({"status-app-a", "status-app-b"})
+REGISTRY = Registry.parse(
+    "app-a=11111111-1111-1111-1111-111111111111,app-b=22222222-2222-2222-2222-222222222222"
+)
 
 
 def submit(stores: Stores, clock: ManualClock, submission=None, states: StateStore | None = None):
@@ -24,7 +27,7 @@ def submit(stores: Stores, clock: ManualClock, submission=None, states: StateSto
         states=states or stores.states,
         clock=clock,
         policy=SchedulerPolicy(),
-        allowed_status_queues=ALLOWED,
+        submitters=REGISTRY,
     )
 
 
@@ -70,7 +73,7 @@ def test_a_state_record_conflict_is_caught_even_when_the_order_row_is_missing(
     stores.states.create_if_absent(
         transitions.create(
             other.OrderID,
-            status_queue=other.StatusQueue,
+            status_queue=other.status_queue,
             order_hash=other.order_hash(),
             now=clock.now(),
             policy=SchedulerPolicy(),
@@ -83,10 +86,10 @@ def test_a_state_record_conflict_is_caught_even_when_the_order_row_is_missing(
     assert stores.states.get("order-1") == state_before
 
 
-def test_a_status_queue_that_is_not_registered_is_rejected_before_any_write(
+def test_an_app_that_is_not_registered_is_rejected_before_any_write(
     stores: Stores, clock: ManualClock
 ) -> None:
-    result = submit(stores, clock, make_submission(status_queue="status-someone-else"))
+    result = submit(stores, clock, make_submission(app="someone-else"))
     assert result.outcome is SubmitOutcome.REJECTED
     assert stores.orders.get("order-1") is None and stores.states.get("order-1") is None
 

@@ -41,6 +41,7 @@ def ports(tmp_path: Path) -> Iterator[Ports]:
             "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
             "SAS_QUICK_RETRIES": "0",
             "SAS_EXTENDED_RETRIES": "0",  # the first expiry gives up
+            "SAS_SUBMITTERS": "app-a=11111111-1111-1111-1111-111111111111",
         }
     )
     built = build_ports(settings)
@@ -69,7 +70,7 @@ def _accepted_then_abandoned(ports: Ports, order_id: str) -> None:
         states=ports.states,
         clock=ports.clock,
         policy=policy,
-        allowed_status_queues=frozenset(ports.settings.status_queues),
+        submitters=ports.settings.submitters,
         workflow_version="v1",
     )
     stored = ports.states.get(order_id)

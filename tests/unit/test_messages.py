@@ -12,20 +12,22 @@ from domain.messages import (
     AgentReply,
     InvalidMessage,
     OrderSubmission,
+    QueuedOrder,
     parse_message,
 )
 from tests.conftest import T0, make_submission
 
 
 def body(**changes: object) -> str:
-    data = json.loads(make_submission().model_dump_json())
+    """An order as a submitting app posts it."""
+    data = json.loads(make_submission().model_dump_json(exclude={"SubmittedBy", "StatusQueue"}))
     data.update(changes)
     return json.dumps(data)
 
 
 def test_a_valid_submission_parses() -> None:
     parsed = parse_message(OrderSubmission, body())
-    assert parsed == make_submission()
+    assert parsed.model_dump() == make_submission().model_dump(exclude={"SubmittedBy"})
 
 
 @pytest.mark.parametrize(
@@ -34,7 +36,7 @@ def test_a_valid_submission_parses() -> None:
         ({"OrderID": "a/b"}, "OrderID"),
         ({"OrderID": "x" * 65}, "OrderID"),
         ({"OrderID": "bad?id"}, "OrderID"),
-        ({"Total": "99.00"}, "does not equal the sum"),
+        ({"Total": 99.0}, "does not equal the sum"),
         ({"StatusQueue": "Not A Queue"}, "StatusQueue"),
         ({"Lines": []}, "Lines"),
         ({"Unexpected": 1}, "Unexpected"),
@@ -61,7 +63,7 @@ def test_the_order_hash_covers_the_immutable_data_only() -> None:
     base = make_submission()
     assert make_submission(submitted_at=T0 + timedelta(hours=1)).order_hash() == base.order_hash()
     assert make_submission(quantity=3).order_hash() != base.order_hash()
-    assert make_submission(status_queue="status-app-b").order_hash() != base.order_hash()
+    assert make_submission(app="app-b").order_hash() != base.order_hash()
 
 
 def test_an_agent_reply_has_an_error_exactly_when_it_failed() -> None:
@@ -81,3 +83,40 @@ def test_identifiers_derived_from_the_order_id() -> None:
     assert instance_id("o-1", 3) == "o-1-3"
     assert idempotency_key("o-1", "Charge") == "o-1:Charge"
     assert request_message_id("o-1-3", "Charge") == "o-1-3:Charge"
+
+
+def line(**changes: object) -> str:
+    data = json.loads(body())
+    data["Lines"][0].update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (line(Quantity="2"), "Quantity"),  # a string is not a quantity, even one that looks like it
+        (line(Quantity=2.0), "Quantity"),
+        (line(Quantity=True), "Quantity"),
+        (line(UnitPrice="12.50"), "UnitPrice"),  # money is a JSON number, never a string
+        (line(UnitPrice=12.505), "UnitPrice"),  # at most cents
+        (body(Total="25.00"), "Total"),
+        (body(Customer="Con\u0000toso"), "Customer"),
+        (body(Customer="Con\ntoso"), "Customer"),
+        (body(Customer="Con\u009btoso"), "Customer"),  # C1 controls too
+        (body(OrderID=12345), "OrderID"),
+    ],
+)
+def test_submissions_are_strict_no_coercion_and_no_control_characters(text: str, fragment: str) -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message(OrderSubmission, text)
+    assert fragment in caught.value.description
+
+
+def test_money_keeps_its_cents_end_to_end() -> None:
+    """A number without trailing zeros is still an amount to the cent, written with both digits;
+    and the queued form reads back exactly what the front end wrote."""
+    parsed = parse_message(OrderSubmission, line(UnitPrice=10, Quantity=3).replace('"Total": 25.0', '"Total": 30'))
+    assert str(parsed.Lines[0].UnitPrice) == "10.00" and str(parsed.Total) == "30.00"
+    queued = make_submission()
+    assert parse_message(QueuedOrder, queued.model_dump_json()) == queued
+    assert json.loads(queued.model_dump_json())["Total"] == 25.0  # a JSON number, not "25.00"

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_sample_local_settings_are_valid_and_build_the_embedded_ports(tmp_path: Path) -> None:
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     settings = Settings.from_env({**values, "SAS_DATA_DIR": str(tmp_path)})
-    assert settings.status_queues == ("status-app-a", "status-app-b")
+    assert settings.submitters.status_queues == ("status-app-a", "status-app-b")
     assert settings.scheduler_policy.recovery.cooldown == timedelta(minutes=5)
     ports = build_ports(settings)
     ports.states.create_if_absent(pending("o-1", ports.clock.now()))

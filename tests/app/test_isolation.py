@@ -1,0 +1,164 @@
+"""Isolation between submitting apps (E16): the caller's identity decides what it may submit,
+read and hear, never a field it sends. Each hostile case is refused by the running app here;
+what only RBAC can refuse (receiving from another app's status queue, sending to the orders or
+agent queues) is proven on the Bicep by tests/iac (``submitter`` checks)."""
+
+import base64
+import json
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import pytest
+
+from domain.apps import principal_header
+from domain.ids import request_message_id
+from domain.messages import AgentOutcome, AgentReply, AgentRequest
+from services import frontend
+from services.settings import Settings
+from tests.app.conftest import OK, Answer, App, order_body, submission
+
+
+def call(
+    running: App, method: str, path: str, body: str | None = None, **kw: Any
+) -> tuple[int, dict[str, Any]]:
+    status, text, _ = running.http(method, path, body, **kw)
+    return status, json.loads(text)
+
+
+def test_a_caller_without_an_authenticated_principal_is_refused(app: App) -> None:
+    assert call(app, "POST", "/api/orders", order_body("x-1"), app=None)[0] == 401
+    assert call(app, "GET", "/api/orders/x-1", app=None)[0] == 401
+    assert app.bus.counts("orders")["active"] == 0
+
+
+def test_a_principal_of_an_app_that_is_not_registered_is_refused(app: App) -> None:
+    status, body = call(app, "POST", "/api/orders", order_body("x-1"), app="app-z")
+    assert status == 403 and body["error"] == "NotRegistered"
+    assert app.bus.counts("orders")["active"] == 0
+
+
+def test_a_malformed_principal_header_is_refused(app: App) -> None:
+    async def post(header: str) -> int:
+
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                app.host.base_url + "/api/orders",
+                data=order_body("x-1"),
+                headers={"X-MS-CLIENT-PRINCIPAL": header},
+            ) as response,
+        ):
+            return response.status
+
+    no_app_claim = base64.b64encode(json.dumps({"claims": [{"typ": "oid", "val": "x"}]}).encode()).decode()
+    for header in ("not base64!", base64.b64encode(b"[1, 2]").decode(), no_app_claim):
+        assert app.loop.run_until_complete(post(header)) == 401
+
+
+def test_an_app_cannot_send_its_statuses_to_another_apps_queue(app: App) -> None:
+    status, body = call(
+        app, "POST", "/api/orders", order_body("b-1", StatusQueue="status-app-a"), app="app-b"
+    )
+    assert status == 403 and body["error"] == "SubmissionRejected"
+    app.settle(timedelta(seconds=30))
+    assert app.states.get("b-1") is None
+    assert app.statuses("status-app-a") == [] and app.statuses("status-app-b") == []
+
+
+def test_an_app_hears_about_its_own_orders_only_and_may_name_its_own_queue(app: App) -> None:
+    assert (
+        call(app, "POST", "/api/orders", order_body("b-1", StatusQueue="status-app-b"), app="app-b")[0] == 202
+    )
+    assert call(app, "POST", "/api/orders", order_body("a-1"), app="app-a")[0] == 202
+    app.run_until(lambda: app.terminal("a-1", "b-1") if app.states.get("b-1") else False)
+    assert {s["OrderID"] for s in app.statuses("status-app-b")} == {"b-1"}
+    assert {s["OrderID"] for s in app.statuses("status-app-a")} == {"a-1"}
+
+
+def test_an_app_cannot_read_another_apps_order(app: App) -> None:
+    assert call(app, "POST", "/api/orders", order_body("a-1"), app="app-a")[0] == 202
+    app.run_until_terminal("a-1")
+    assert call(app, "GET", "/api/orders/a-1", app="app-a")[0] == 200
+    status, body = call(app, "GET", "/api/orders/a-1", app="app-b")
+    assert (status, body) == (
+        404,
+        call(app, "GET", "/api/orders/none", app="app-b")[1] | {"detail": "no order 'a-1'"},
+    )
+
+
+def test_an_app_cannot_take_over_another_apps_order_id(app: App) -> None:
+    assert call(app, "POST", "/api/orders", order_body("a-1"), app="app-a")[0] == 202
+    app.run_until_terminal("a-1")
+    before = app.states.get("a-1")
+    status, body = call(app, "POST", "/api/orders", order_body("a-1"), app="app-b")  # the same content
+    assert status == 409 and body["error"] == "OrderConflict"
+    assert app.states.get("a-1") == before and app.statuses("status-app-b") == []
+
+
+def test_racing_conflicting_orders_both_reach_the_app_and_the_loser_is_refused_loudly(app: App) -> None:
+    """Posted before either is stored, both are queued (their MessageIds differ by content, so
+    the broker's duplicate detection cannot drop one); the submission function refuses the
+    second: dead-lettered OrderConflict, an operator alert, and ``rejected`` to its submitter."""
+    first, second = submission("o-1"), submission("o-1", quantity=9)
+    assert first.message_id() != second.message_id()
+    app.submit(first)
+    app.submit(second)
+    app.run_until(lambda: bool(app.dead_letters("orders")) and app.terminal("o-1"))
+    [dead] = app.dead_letters("orders")
+    assert dead.dead_letter_reason == "OrderConflict" and dead.message_id == second.message_id()
+    assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]
+    assert sorted(s["Status"] for s in app.statuses("status-app-a")) == ["completed", "received", "rejected"]
+
+
+def test_in_azure_the_front_end_refuses_everyone_while_platform_authentication_is_off() -> None:
+    """Without App Service Authentication nothing strips a forged principal header."""
+    settings = Settings.from_env(
+        {"SAS_PROFILE": "azure", "SAS_SUBMITTERS": "app-a=11111111-1111-1111-1111-111111111111"}
+    )
+    header = principal_header("11111111-1111-1111-1111-111111111111")
+    refused = frontend.caller(header, SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    assert isinstance(refused, frontend.Reply) and refused.status == 503
+    on = settings.model_copy(update={"platform_auth_enabled": True})
+    app = frontend.caller(header, SimpleNamespace(settings=on))  # type: ignore[arg-type]
+    assert not isinstance(app, frontend.Reply) and app.name == "app-a"
+
+
+@pytest.mark.parametrize("stray_first", [True, False])
+def test_stray_replies_do_not_hold_up_or_end_a_step_live(app: App, stray_first: bool) -> None:
+    """On devhost: before (or after) the real reply to ReserveInventory, replies to another
+    attempt's request and to this attempt's next step arrive. The order finishes in its first
+    attempt, without waiting for a timer."""
+
+    def strays(request: AgentRequest) -> None:
+        for request_id, step in (
+            (request_message_id(request.OrderID + "-0", request.Step), request.Step),
+            (request_message_id(request.InstanceID, "ChargePayment"), "ChargePayment"),
+        ):
+            stray = AgentReply(
+                RequestID=request_id,
+                InstanceID=request.InstanceID,
+                Step=step,
+                Outcome=AgentOutcome.OK,
+                Result={"Stray": True},
+            )
+            app.bus.send("agent-replies", stray.model_dump_json(), message_id=f"stray:{request_id}")
+
+    def script(request: AgentRequest, asked: int) -> Answer:
+        if request.Step == "ReserveInventory" and stray_first:
+            strays(request)
+        return OK
+
+    app.agent.script = script
+    app.submit(submission("o-1"))
+    started = app.host.clock.now()
+    app.run_until_terminal("o-1")
+    elapsed = app.host.clock.now() - started
+    if not stray_first:
+        strays(app.agent.requests[0])
+        app.settle(timedelta(seconds=30))
+    record = app.record("o-1")
+    assert record.ProcessState.value == "Processed" and record.Attempt == 1 and record.FailureCount == 0
+    assert elapsed < Settings.from_env({}).scheduler_policy.step_timeout  # no timer ended a wait
+    assert app.agent.asked["ChargePayment"] == 1

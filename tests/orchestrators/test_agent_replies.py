@@ -1,0 +1,197 @@
+"""Replies cannot block a step (E8, E10): crafted histories replayed through the Durable SDK.
+
+Each case builds the history an attempt would have up to its wait for the ReserveInventory
+reply, adds replies in some order, and asks the SDK's own replay what the orchestrator does
+next. Only the reply to this attempt's request may end the wait; stray, duplicate and late
+replies stay inert whatever order they arrive in, and every path out of a wait cancels its timer.
+"""
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import azure.durable_functions as df
+from azure.durable_functions.models import DurableOrchestrationContext
+
+from domain.ids import request_message_id
+from domain.workflow import ORDER_WORKFLOW_V1
+from orchestrators.order_workflow import agent_event, run_workflow
+
+T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
+INSTANCE = "o-1-1"
+COMPLETE_BY = T0 + timedelta(seconds=30)
+RESERVE = request_message_id(INSTANCE, "ReserveInventory")
+CHARGE = request_message_id(INSTANCE, "ChargePayment")
+
+
+def orchestrator(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
+
+
+class History:
+    """Events as the Durable extension sends them (PascalCase, JSON-text inputs and results)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.now = T0
+        self.next_id = 0
+
+    def add(self, kind: int, **fields: Any) -> None:
+        self.now += timedelta(milliseconds=10)
+        stamp = self.now.isoformat().replace("+00:00", "Z")
+        self.events.append(
+            {"EventType": kind, "EventId": -1, "IsPlayed": False, "Timestamp": stamp, **fields}
+        )
+
+    def episode(self) -> None:
+        self.add(12)  # OrchestratorStarted
+
+    def activity(self, name: str, result: Any) -> None:
+        task_id = self.next_id
+        self.next_id += 1
+        self.add(4, EventId=task_id, Name=name)
+        self.add(5, TaskScheduledId=task_id, Result=json.dumps(result))
+
+    def timer(self, fire_at: datetime) -> None:
+        self.add(10, EventId=self.next_id, FireAt=fire_at.isoformat().replace("+00:00", "Z"))
+        self.next_id += 1
+
+    def reply(self, request_id: str, *, outcome: str = "ok", step: str = "ReserveInventory") -> None:
+        body = {"RequestID": request_id, "InstanceID": request_id.split(":", maxsplit=1)[0], "Step": step}
+        body |= {"Outcome": outcome, "Result": {"ReservationId": "r-1"}, "Error": None, "Attempts": 1}
+        self.add(15, Name=agent_event(request_id), Input=json.dumps(body))
+
+
+def waiting_for_reserve() -> History:
+    """read_order, ValidateOrder, begin_step and the request sent; the timer is set."""
+    history = History()
+    history.episode()
+    order = {"OrderID": "o-1", "Customer": "Contoso", "Total": "20.00", "Lines": []}
+    history.add(0, Name="order_workflow_v1", Input=json.dumps({"OrderID": "o-1"}), Version="")
+    history.activity(
+        "read_order",
+        {
+            "Fenced": False,
+            "Missing": False,
+            "Compensating": False,
+            "CompletedSteps": [],
+            "ToCompensate": [],
+            "Order": order,
+        },
+    )
+    history.activity("run_local_step", {"Fenced": False})
+    history.activity(
+        "begin_step",
+        {"Fenced": False, "Exhausted": False, "CompleteBy": COMPLETE_BY.isoformat(), "CallsGranted": 6},
+    )
+    history.activity("send_agent_request", RESERVE)
+    history.timer(COMPLETE_BY)
+    history.episode()
+    return history
+
+
+def replay(history: History) -> dict[str, Any]:
+    context = {
+        "history": history.events,
+        "instanceId": INSTANCE,
+        "isReplaying": False,
+        "parentInstanceId": None,
+        "input": json.dumps({"OrderID": "o-1"}),
+        "upperSchemaVersion": 2,
+        "upperSchemaVersionNew": 3,
+    }
+    handle = df.Orchestrator(orchestrator).handle
+    state: dict[str, Any] = json.loads(handle(DurableOrchestrationContext.from_json(json.dumps(context))))
+    return state
+
+
+def actions(state: dict[str, Any]) -> list[dict[str, Any]]:
+    flat: list[dict[str, Any]] = []
+    for group in state["actions"]:
+        for action in group:
+            flat.extend(action.get("compoundActions") or [action])
+    return flat
+
+
+def scheduled(state: dict[str, Any]) -> list[str]:
+    return [a["functionName"] for a in actions(state) if a.get("functionName")]
+
+
+def reserve_timer(state: dict[str, Any]) -> dict[str, Any]:
+    [timer] = [
+        a
+        for a in actions(state)
+        if a.get("fireAt") and a["fireAt"].startswith(COMPLETE_BY.strftime("%Y-%m-%dT%H:%M:%S"))
+    ]
+    return timer
+
+
+def still_waiting(state: dict[str, Any]) -> bool:
+    return not state["isDone"] and "record_step" not in scheduled(state)
+
+
+def test_a_stray_reply_before_the_wait_is_inert() -> None:
+    history = waiting_for_reserve()
+    history.reply(request_message_id("o-1-0", "ReserveInventory"))  # an earlier attempt's reply
+    state = replay(history)
+    assert still_waiting(state)
+    assert not reserve_timer(state).get("isCanceled")
+
+
+def test_two_strays_leave_the_wait_open_and_the_real_reply_still_ends_it() -> None:
+    history = waiting_for_reserve()
+    history.reply(request_message_id("o-1-0", "ReserveInventory"))
+    history.reply(CHARGE, step="ChargePayment")  # this attempt, the next step: not asked yet
+    assert still_waiting(replay(history))
+    history.episode()
+    history.reply(RESERVE)
+    state = replay(history)
+    assert scheduled(state)[-1] == "record_step" and reserve_timer(state)["isCanceled"]
+
+
+def test_the_real_reply_then_a_stray_records_the_step_once() -> None:
+    history = waiting_for_reserve()
+    history.reply(RESERVE)
+    history.reply(request_message_id("o-1-0", "ReserveInventory"))
+    state = replay(history)
+    assert scheduled(state).count("record_step") == 1 and reserve_timer(state)["isCanceled"]
+
+
+def test_a_duplicate_real_reply_cannot_answer_the_next_step() -> None:
+    """The duplicate stays buffered under its own name; the next step's wait has another."""
+    history = waiting_for_reserve()
+    history.reply(RESERVE)
+    history.reply(RESERVE)
+    history.activity("record_step", {"Fenced": False})
+    history.activity(
+        "begin_step",
+        {
+            "Fenced": False,
+            "Exhausted": False,
+            "CompleteBy": (COMPLETE_BY + timedelta(minutes=1)).isoformat(),
+            "CallsGranted": 6,
+        },
+    )
+    history.activity("send_agent_request", CHARGE)
+    state = replay(history)
+    assert not state["isDone"]
+    assert scheduled(state).count("record_step") == 1  # ChargePayment still waits for its reply
+    waits = [a for a in actions(state) if a.get("actionType") == 6]
+    assert [w["externalEventName"] for w in waits][-1] == agent_event(CHARGE)
+
+
+def test_the_timer_ends_the_wait_when_no_reply_comes() -> None:
+    history = waiting_for_reserve()
+    history.reply(request_message_id("o-1-0", "ReserveInventory"))
+    history.add(11, TimerId=history.next_id - 1, FireAt=COMPLETE_BY.isoformat().replace("+00:00", "Z"))
+    state = replay(history)
+    assert state["isDone"] and state["output"] == "timed-out"
+    assert "record_step" not in scheduled(state)
+
+
+def test_event_names_are_unique_per_request_and_url_safe() -> None:
+    names = {
+        agent_event(request_message_id(f"o-{n}-{a}", s)) for n in range(3) for a in (1, 2) for s in ("A", "B")
+    }
+    assert len(names) == 12
+    assert all(ch.isalnum() or ch in "._-" for name in names for ch in name)
