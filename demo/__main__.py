@@ -25,8 +25,10 @@ from rich.table import Table
 from demo.apps import SubmittingApp, make_order
 from demo.stack import Stack
 from devhost.servicebus import ReceivedMessage
+from domain.messages import QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
+from services.settings import Settings
 
 FORWARD = ("ReserveInventory", "ChargePayment")
 UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}
@@ -117,7 +119,7 @@ def build_orders(count: int, seed: int) -> tuple[list, list]:  # type: ignore[ty
         # fails after payment (compensated, newest first).
         sku = "BACKORDER-1" if n % 20 == 7 else "BLOCKED-1" if n % 30 == 11 else f"SKU-{rng.randint(1, 9)}"
         name = "app-a" if app == 0 else "app-b"
-        per_app[app].append(make_order(f"{name}-{n:04d}", f"status-{name}", sku))
+        per_app[app].append(make_order(f"{name}-{n:04d}", sku))
     return per_app[0], per_app[1]
 
 
@@ -290,9 +292,15 @@ def _profile(args: argparse.Namespace) -> dict[str, object]:
 def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading.Event) -> bool:
     """Show the live view until every order is terminal and heard of; False on timeout."""
     apps = run.apps
-    # One conflicting re-submission, straight onto the queue: it must be dead-lettered, not applied.
+    # One conflicting re-submission, straight onto the orders queue as a post racing the first
+    # would arrive: it must be dead-lettered and its app told, not applied.
     first = apps[0].orders[0]
-    conflict = make_order(first.OrderID, first.StatusQueue, "SKU-CONFLICT")
+    conflict = QueuedOrder.model_validate(
+        {
+            **make_order(first.OrderID, "SKU-CONFLICT").model_dump(exclude={"StatusQueue"}),
+            "SubmittedBy": "app-a",
+        }
+    )
     conflict_sent = False
     deadline = time.monotonic() + args.duration
     last_line = 0.0
@@ -340,9 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     stack.start()
     orders_a, orders_b = build_orders(args.orders, args.seed)
     bus_path = str(stack.workdir / "servicebus.db")
+    registry = Settings.from_env(stack.env).submitters
     apps = [
-        SubmittingApp("app-a", "status-app-a", stack.devhost_url, bus_path, orders_a),
-        SubmittingApp("app-b", "status-app-b", stack.devhost_url, bus_path, orders_b),
+        SubmittingApp(app.name, app.client_id, stack.devhost_url, bus_path, orders)
+        for app, orders in zip(registry.apps, (orders_a, orders_b), strict=True)
     ]
     run = Run(stack, apps, [o.OrderID for o in orders_a + orders_b])
     stop = threading.Event()

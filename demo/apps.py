@@ -11,19 +11,19 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from devhost.servicebus import LocalServiceBus
+from domain.apps import principal_header
 from domain.messages import OrderLine, OrderSubmission
 
 TERMINAL = {"completed", "failed", "compensated", "compensation-failed"}
 
 
-def make_order(order_id: str, status_queue: str, sku: str) -> OrderSubmission:
+def make_order(order_id: str, sku: str) -> OrderSubmission:
     price = Decimal("12.50")
     return OrderSubmission(
         OrderID=order_id,
         Customer="Contoso",
         Lines=[OrderLine(Sku=sku, Quantity=2, UnitPrice=price)],
         Total=price * 2,
-        StatusQueue=status_queue,
         SubmittedAt=datetime.now(UTC),
     )
 
@@ -31,7 +31,7 @@ def make_order(order_id: str, status_queue: str, sku: str) -> OrderSubmission:
 @dataclass
 class SubmittingApp:
     name: str
-    status_queue: str
+    client_id: str  # its Entra application ID, registered in SAS_SUBMITTERS
     api: str
     bus_path: str
     orders: list[OrderSubmission]
@@ -75,9 +75,10 @@ class SubmittingApp:
     def _post(self, order: OrderSubmission) -> tuple[int | None, float, str]:
         request = urllib.request.Request(
             f"{self.api}/api/orders",
-            data=order.model_dump_json().encode(),
+            data=order.model_dump_json(exclude={"StatusQueue"}).encode(),
             method="POST",
-            headers={"Content-Type": "application/json"},
+            # devhost has no App Service Authentication: the app passes the principal it would add.
+            headers={"Content-Type": "application/json", **principal_header(self.client_id)},
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -91,7 +92,7 @@ class SubmittingApp:
         bus = LocalServiceBus(self.bus_path)
         try:
             while not self._stop.is_set():
-                messages = bus.receive(self.status_queue, 32)
+                messages = bus.receive(f"status-{self.name}", 32)
                 for message in messages:
                     status = json.loads(message.body)
                     order_id, state = status["OrderID"], status["Status"]

@@ -22,7 +22,7 @@ from typing import Any
 from adapters.factory import build_ports
 from adapters.sqlite_state_store import SqliteStateStore
 from devhost.servicebus import LocalServiceBus
-from domain.messages import OrderSubmission
+from domain.messages import QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
@@ -199,11 +199,11 @@ class Stack:
             self._ports = build_ports(Settings.from_env(self.env))
         return self._ports
 
-    def submit(self, orders: list[OrderSubmission], message_id: str | None = None) -> None:
-        """Straight onto the orders queue, as a submitting app without the front end would."""
+    def submit(self, orders: list[QueuedOrder], message_id: str | None = None) -> None:
+        """Straight onto the orders queue, as the front end puts an accepted post there."""
         sender = self.ports().sender
         for order in orders:
-            sender.send("orders", order.model_dump_json(), message_id=message_id or order.OrderID)
+            sender.send("orders", order.model_dump_json(), message_id=message_id or order.message_id())
 
     def records(self, order_ids: list[str]) -> dict[str, StateRecord | None]:
         states = self.ports().states

@@ -17,10 +17,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from azure.durable_functions.models.utils import http_utils as durable_http
 from croniter import croniter
 
@@ -37,7 +39,13 @@ from devhost.durable import (
 )
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.protocol import function_rpc_pb2 as rpc
-from devhost.servicebus import LocalServiceBus, MessageLockLost, QueueConfig, ReceivedMessage
+from devhost.servicebus import (
+    LocalServiceBus,
+    MessageAlreadySettled,
+    MessageLockLost,
+    QueueConfig,
+    ReceivedMessage,
+)
 from devhost.servicebus import format_time as ts
 from devhost.servicebus import parse_time as parse_ts
 from devhost.settings import SettingsError, load_local_settings
@@ -49,6 +57,11 @@ LOCAL_SERVICEBUS = "local"
 # The longest an idle Durable loop waits without being told of new work: it still notices what
 # another process wrote and activity leases that ran out.
 IDLE_WAIT = 1.0
+# Kestrel's default request limits, which the Functions host enforces before any function runs:
+# a longer request line is refused with 414, more or larger headers with 431.
+MAX_REQUEST_LINE_SIZE = 8 * 1024
+MAX_REQUEST_HEADERS_TOTAL_SIZE = 32 * 1024
+MAX_REQUEST_HEADER_COUNT = 100
 
 
 class HostError(Exception):
@@ -224,7 +237,18 @@ class Host:
             for method in methods:
                 app.router.add_route(str(method).upper(), path, functools.partial(self._http_handler, spec))
         durable_api.register(app, self)
-        self._runner = web.AppRunner(app, access_log=None)
+        app.middlewares.append(_kestrel_limits)
+        self._runner = _AppRunner(
+            app,
+            access_log=None,
+            # Refused by the parser, before any handler: a request line (the URL, to aiohttp's C
+            # parser) over Kestrel's limit, a header line over the limit for all of them, too many
+            # headers (its pure-Python parser counts the request line and the blank line too).
+            # What gets past is measured as Kestrel measures it by _kestrel_limits.
+            max_line_size=MAX_REQUEST_LINE_SIZE,
+            max_field_size=MAX_REQUEST_HEADERS_TOTAL_SIZE,
+            max_headers=MAX_REQUEST_HEADER_COUNT + 2,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.config.port)
         await site.start()
@@ -401,6 +425,10 @@ class Host:
             await asyncio.gather(renewer, return_exceptions=True)
         try:
             await asyncio.get_running_loop().run_in_executor(self._pool, settle, message)
+        except MessageAlreadySettled:
+            # The function settled the message itself (dead-lettered it through its lock token):
+            # the Functions host skips its own complete or abandon then, so this is no news.
+            log.debug("message %s of %s was settled already, by the function", message.message_id, spec.name)
         except MessageLockLost:
             log.warning(
                 "lock lost on message %s of %s: it will be redelivered", message.message_id, spec.name
@@ -617,6 +645,83 @@ class Host:
                 done = 0
             if not done:
                 await asyncio.sleep(self.poll_interval)
+
+
+def _refusal(error: BaseException | None) -> tuple[HTTPStatus, str] | None:
+    """Kestrel's answer to a request over its limits, as aiohttp's parser reports it; None for any
+    other bad request. Which limit a ``LineTooLong`` hit tells the request line from a header."""
+    if isinstance(error, LineTooLong):
+        limit = error.args[1]
+        if limit == MAX_REQUEST_LINE_SIZE:
+            return HTTPStatus.REQUEST_URI_TOO_LONG, f"a request line over {limit} bytes"
+        return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"a header line over {limit} bytes"
+    if isinstance(error, BadHttpMessage) and error.message == "Too many headers received":
+        return HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "too many headers"
+    return None
+
+
+def _log_refusal(remote: str | None, status: HTTPStatus, why: str) -> None:
+    # A client's mistake, not devhost's: one line, as Kestrel logs a bad request, no traceback.
+    log.info("refused a request from %s: %d %s (%s)", remote, status.value, status.phrase, why)
+
+
+class _HttpProtocol(web.RequestHandler):
+    """aiohttp's connection handler, answering a request over Kestrel's limits as Kestrel does:
+    414 or 431 and a closed connection, where aiohttp answers 400 and logs a traceback."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        refusal = _refusal(exc)
+        if refusal is None:
+            return super().handle_error(request, status, exc, message)
+        _log_refusal(request.remote, *refusal)
+        response = web.Response(status=refusal[0])
+        response.force_close()
+        return response
+
+
+class _HttpServer(web.Server):
+    def __call__(self) -> web.RequestHandler:
+        # As aiohttp's own, with the handler class above.
+        return _HttpProtocol(self, loop=self._loop, **self._kwargs)
+
+
+class _AppRunner(web.AppRunner):
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _HttpServer  # only __call__ differs: the state is aiohttp's own
+        return server
+
+
+@web.middleware
+async def _kestrel_limits(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Kestrel's limits to the byte and the header, where aiohttp's parser counts differently:
+    the request line with its CRLF (aiohttp's C parser counts the URL alone), every header line,
+    ``name: value`` and CRLF, together (aiohttp counts each line on its own), and the headers."""
+    target = request.raw_path.encode("utf-8", "surrogateescape")  # as aiohttp decoded the bytes
+    line = len(request.method) + len(target) + len("  HTTP/1.1\r\n")
+    headers = sum(len(name) + len(value) + len(": \r\n") for name, value in request.raw_headers)
+    if line > MAX_REQUEST_LINE_SIZE:
+        refusal = HTTPStatus.REQUEST_URI_TOO_LONG, f"a request line of {line} bytes"
+    elif headers > MAX_REQUEST_HEADERS_TOTAL_SIZE:
+        refusal = HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"{headers} bytes of headers"
+    elif len(request.raw_headers) > MAX_REQUEST_HEADER_COUNT:
+        refusal = HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"{len(request.raw_headers)} headers"
+    else:
+        return await handler(request)
+    _log_refusal(request.remote, *refusal)
+    response = web.Response(status=refusal[0])
+    response.force_close()
+    return response
 
 
 def _aiohttp_route(route: str, function_name: str) -> str:

@@ -89,6 +89,16 @@ class MessageLockLost(Exception):
     """The lock expired, or the lock token is no longer the message's current one."""
 
 
+class MessageAlreadySettled(MessageLockLost):
+    """The message has left the entity it was received from: completed (gone), or moved to the
+    dead-letter queue (by a holder of its lock, such as the function, or by the delivery limit).
+
+    Nothing will be redelivered, unlike a lock that expired on a message still in the entity. A
+    ``MessageLockLost``, so that callers that only care whether the settlement happened need not
+    tell the two apart.
+    """
+
+
 class QueueNotFound(Exception):
     """The queue was never declared."""
 
@@ -295,7 +305,14 @@ class LocalServiceBus:
             " FROM messages WHERE sequence_number = ?",
             (message.sequence_number,),
         ).fetchone()
-        if row is None or row["lock_token"] != message.lock_token:
+        # Left the entity it was received from: a dead-letter queue's messages never move back.
+        if row is None or bool(row["dead_lettered"]) != _split_entity(message.queue)[1]:
+            where = "is gone" if row is None else "is in the dead-letter queue"
+            raise MessageAlreadySettled(
+                f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}"
+                f" {where}: it was settled already"
+            )
+        if row["lock_token"] != message.lock_token:
             raise MessageLockLost(
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
                 " the lock token is no longer current"

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from adapters.factory import build_ports
 from devhost.settings import load_local_settings
+from domain.apps import principal_header
 from domain.errors import IllegalTransition, RecordNotFound
 from domain.states import ProcessState
 from services import frontend, operator
@@ -100,18 +101,22 @@ class Ops:
         order = {
             "OrderID": order_id,
             "Customer": "Operator",
-            "Lines": [{"Sku": sku, "Quantity": quantity, "UnitPrice": str(price)}],
-            "Total": str(price * quantity),
-            "StatusQueue": f"status-app-{app}",
+            "Lines": [{"Sku": sku, "Quantity": quantity, "UnitPrice": float(price)}],
+            "Total": float(price * quantity),
             "SubmittedAt": datetime.now(UTC).isoformat(),
         }
-        reply = frontend.accept_order(json.dumps(order).encode(), self.ports)
+        registered = self.ports.settings.submitters.named(f"app-{app}")
+        if registered is None:
+            raise Refused(f"app-{app} is not in SAS_SUBMITTERS")
+        # The operator submits on behalf of a registered app, with the principal it would have.
+        headers = principal_header(registered.client_id)
+        reply = frontend.accept_order(json.dumps(order).encode(), headers, self.ports)
         if reply.status != 202:
             raise Refused(f"{reply.body.get('error')}: {reply.body.get('detail')}")
         self.show("Submitted", [reply.body], ["OrderID", "statusUrl"])
 
     def status(self, order_id: str) -> None:
-        reply = frontend.order_view(order_id, self.ports)
+        reply = frontend.record_view(order_id, self.ports, owner=None)
         if reply.status == 404:
             raise Refused(f"no order {order_id!r}")
         self.show(f"Order {order_id}", [reply.body], list(reply.body))

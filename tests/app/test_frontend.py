@@ -20,6 +20,9 @@ def test_an_order_posted_to_the_api_is_processed_and_visible(app: App) -> None:
     assert "LockedBy" not in view and "OrderHash" not in view  # no internals
     assert app.http("GET", "/api/orders/nobody")[0] == 404
     assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
+    # Amounts keep their cents all the way to the remote service (through SQL's minor units).
+    order = app.agent.requests[0].Payload
+    assert order["Total"] == "20.00" and order["Lines"][0]["UnitPrice"] == "10.00"
 
 
 def test_a_bad_order_is_refused_with_the_reason(app: App) -> None:

@@ -8,7 +8,7 @@ import azure_functions_runtime as runtime
 import pytest
 
 from domain.states import ProcessState
-from tests.app.conftest import App, submission
+from tests.app.conftest import App, order_body
 
 
 def test_one_order_invokes_every_function_through_the_workers_invocation_request(
@@ -24,7 +24,7 @@ def test_one_order_invokes_every_function_through_the_workers_invocation_request
 
     # devhost reaches the worker only through this module attribute, as the proxy worker does.
     monkeypatch.setattr(runtime, "invocation_request", spy)
-    status, _, _ = app.http("POST", "/api/orders", submission("via-worker").model_dump_json())
+    status, _, _ = app.http("POST", "/api/orders", order_body("via-worker"))
     assert status == 202
     app.run_until_terminal("via-worker")
     app.settle(timedelta(minutes=1))  # the Supervisor's schedule comes round too

@@ -2,6 +2,9 @@
 
 import asyncio
 import json
+import logging
+import os
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from devhost.clock import VirtualClock
 from devhost.durable import EventType, context_fields, orchestration_context, split_orchestrator_error
 from devhost.host import Host
 from devhost.indexing import IndexingError
+from devhost.servicebus import LocalServiceBus
 from devhost.settings import SettingsError
 from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
 
@@ -129,12 +133,172 @@ def test_a_body_that_is_not_text_fails_each_delivery_and_is_dead_lettered(sample
     assert not sample.records("work")  # the function never ran: the binding failed first
 
 
+SETTLING_APP = """
+import json
+import os
+from datetime import timedelta
+
+from devhost.clock import current_clock
+from devhost.servicebus import LocalServiceBus
+
+
+@app.service_bus_queue_trigger(arg_name="msg", queue_name="work", connection="ServiceBusConnection")
+def settle(msg: func.ServiceBusMessage) -> None:
+    action = json.loads(msg.get_body())["action"]
+    clock = current_clock()
+    if action.startswith("dead-letter"):  # what the app's settlement port does with a message it rejects
+        with LocalServiceBus(os.environ["DEVHOST_SERVICEBUS_PATH"], clock=clock.now) as bus:
+            bus.dead_letter_by_lock_token("work", msg.lock_token, "Rejected", "the function said no")
+    elif action == "outlive-lock" and msg.delivery_count == 1:
+        clock.advance(timedelta(minutes=1))  # past the queue's 30 s lock, as a hung call would
+    if action.endswith("then-fail"):
+        raise RuntimeError("failing after settling")
+"""
+
+
+@pytest.fixture
+def settling_host(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Host]:
+    app_dir = _write_app(tmp_path / "settling_app", SETTLING_APP)
+    monkeypatch.setenv("ServiceBusConnection", "local")
+    monkeypatch.setenv("DEVHOST_SERVICEBUS_CONFIG", str(SAMPLE_APP / "servicebus" / "Config.json"))
+    # The host exports it to the process environment, where the function reads it.
+    monkeypatch.setenv("DEVHOST_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
+    host = Host(app_dir, data_dir=tmp_path / "data", port=0, env=os.environ, clock=VirtualClock())
+    loop.run_until_complete(host.start())
+    yield host
+    loop.run_until_complete(host.stop())
+
+
+def _devhost_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name.startswith("devhost")]
+
+
+@pytest.mark.parametrize("action", ["dead-letter", "dead-letter-then-fail"])
+def test_a_message_the_function_dead_lettered_itself_is_left_alone_quietly(
+    settling_host: Host, loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture, action: str
+) -> None:
+    bus = settling_host.servicebus
+    assert isinstance(bus, LocalServiceBus)
+    bus.send("work", json.dumps({"action": action}), message_id="rejected")
+    with caplog.at_level(logging.DEBUG, logger="devhost"):
+        loop.run_until_complete(settling_host.run_until(lambda: bus.counts("work")["dead_letter"] == 1))
+        loop.run_until_complete(settling_host.pump())
+    [dead] = bus.peek("work/$deadletterqueue")
+    assert (dead.message_id, dead.dead_letter_reason, dead.delivery_count) == ("rejected", "Rejected", 1)
+    assert bus.counts("work") == {"active": 0, "scheduled": 0, "locked": 0, "dead_letter": 1}
+    settled = [r for r in _devhost_records(caplog) if "settled already" in r.getMessage()]
+    assert [r.levelno for r in settled] == [logging.DEBUG]
+    # No "lock lost ... redelivered": the host's complete (or abandon) found the message settled.
+    assert not [r for r in _devhost_records(caplog) if "lock lost" in r.getMessage()]
+    # Above DEBUG only what the function did: its failure, when it raised after settling.
+    loud = [r.getMessage() for r in _devhost_records(caplog) if r.levelno > logging.DEBUG]
+    expected = [
+        "function settle failed on message rejected (delivery 1): RuntimeError: failing after settling"
+    ]
+    assert loud == (expected if action.endswith("then-fail") else [])
+
+
+def test_a_lock_that_expired_while_the_function_ran_is_still_a_warning(
+    settling_host: Host, loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus = settling_host.servicebus
+    assert isinstance(bus, LocalServiceBus)
+    bus.send("work", json.dumps({"action": "outlive-lock"}), message_id="slow")
+    with caplog.at_level(logging.DEBUG, logger="devhost"):
+        loop.run_until_complete(settling_host.pump())  # delivery 1 outlives its lock: not completed
+        assert bus.counts("work")["active"] == 1  # back in the queue
+        loop.run_until_complete(settling_host.pump())  # delivery 2 completes
+    assert bus.counts("work") == {"active": 0, "scheduled": 0, "locked": 0, "dead_letter": 0}
+    lost = [r for r in _devhost_records(caplog) if "lock lost" in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in lost] == [
+        (logging.WARNING, "lock lost on message slow of settle: it will be redelivered")
+    ]
+    assert not [r for r in _devhost_records(caplog) if "settled already" in r.getMessage()]
+
+
 def test_a_duplicate_message_id_inside_the_window_is_dropped(sample: Sample) -> None:
     assert sample.host.servicebus.send("work", json.dumps({"id": "first"}), message_id="same")
     assert not sample.host.servicebus.send("work", json.dumps({"id": "second"}), message_id="same")
     sample.run(sample.host.run_until(lambda: bool(sample.records("work"))))
     sample.run(sample.host.pump())
     assert [r["id"] for r in sample.records("work")] == ["first"]
+
+
+def _raw_request(sample: Sample, request: bytes) -> tuple[int, bytes]:
+    """Send one request exactly as given, on a connection of its own: the status and the reply."""
+
+    async def call() -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", sample.host.bound_port)
+        try:
+            writer.write(request)
+            await writer.drain()
+            reply = await reader.read()  # the host closes the connection after a refusal
+        finally:
+            writer.close()
+        status_line = reply.split(b"\r\n", 1)[0]
+        return int(status_line.split()[1]), reply
+
+    return sample.run(call())
+
+
+def _server_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info or r.exc_text]
+
+
+def test_an_over_long_request_line_is_414_without_a_traceback(
+    sample: Sample, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = "/api/hello/" + "x" * 10 * 1024  # Kestrel's MaxRequestLineSize is 8 KB
+    with caplog.at_level(logging.DEBUG):
+        status, reply = _raw_request(sample, f"GET {path} HTTP/1.1\r\nHost: devhost\r\n\r\n".encode())
+    assert status == 414, reply
+    assert not _server_errors(caplog)
+    [refused] = [r for r in caplog.records if "refused a request" in r.getMessage()]
+    assert refused.levelno == logging.INFO and "414 URI Too Long" in refused.getMessage()
+
+
+@pytest.mark.parametrize(("size", "expected"), [(8 * 1024, 200), (8 * 1024 + 1, 414)])
+def test_the_request_line_limit_counts_as_kestrel_does(
+    sample: Sample, caplog: pytest.LogCaptureFixture, size: int, expected: int
+) -> None:
+    """The whole line with its CRLF, at most 8192 bytes (aiohttp's C parser counts the URL only)."""
+    line = "GET /api/hello/{} HTTP/1.1\r\n"
+    line = line.format("x" * (size - len(line) + 2))
+    assert len(line) == size
+    with caplog.at_level(logging.DEBUG):
+        status, reply = _raw_request(sample, f"{line}Host: devhost\r\nConnection: close\r\n\r\n".encode())
+    assert status == expected, reply
+    assert not _server_errors(caplog)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        # Every header line with its CRLF, together at most 32 KB (MaxRequestHeadersTotalSize):
+        # 44 bytes are Host's line, Connection's line and X-Fill's own name, ": " and CRLF.
+        ([("X-Fill", "x" * (32 * 1024 - 44))], 200),
+        ([("X-Fill", "x" * (32 * 1024 - 43))], 431),
+        ([(f"X-Part-{i}", "x" * 8 * 1024) for i in range(5)], 431),  # each line short, 40 KB together
+        ([("X-Big", "x" * 40 * 1024)], 431),  # one line longer than all may be: the parser refuses
+        # At most 100 headers (MaxRequestHeaderCount), Host and Connection among them.
+        ([(f"X-Count-{i}", "x") for i in range(98)], 200),
+        ([(f"X-Count-{i}", "x") for i in range(99)], 431),
+        ([(f"X-Count-{i}", "x") for i in range(200)], 431),  # so many that the parser refuses them
+    ],
+)
+def test_headers_over_kestrels_limits_are_431_without_a_traceback_and_within_them_pass(
+    sample: Sample, caplog: pytest.LogCaptureFixture, headers: list[tuple[str, str]], expected: int
+) -> None:
+    block = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    with caplog.at_level(logging.DEBUG):
+        status, reply = _raw_request(
+            sample,
+            f"GET /api/hello/bob HTTP/1.1\r\nHost: devhost\r\nConnection: close\r\n{block}\r\n".encode(),
+        )
+    assert status == expected, reply
+    assert not _server_errors(caplog)
 
 
 def test_timer_trigger_fires_each_occurrence_once_under_the_virtual_clock(sample: Sample) -> None:
