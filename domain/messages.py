@@ -18,11 +18,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     StrictInt,
     StringConstraints,
     ValidationError,
     WithJsonSchema,
-    PlainSerializer,
     model_validator,
 )
 
@@ -50,7 +50,7 @@ def _number_not_text(value: object) -> object:
     # pydantic reads a Decimal from a JSON string even in strict mode; a submitter's "10.00" in
     # quotes is a type error here, like "2" for a quantity. A JSON number arrives as a float:
     # its shortest repr is the decimal that was written, so no binary noise gets in.
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, bool | str):
         raise ValueError("an amount is a JSON number, not a string or a boolean")
     if isinstance(value, float):
         return Decimal(repr(value))

@@ -94,13 +94,19 @@ def _backlog(ports: Ports) -> Reply | None:
 
 
 def order_view(order_id: str, headers: Mapping[str, str], ports: Ports) -> Reply:
-    """The caller's own order as it may see it: no locks, tokens or hashes. Another app's order
-    is answered exactly like a missing one, so order IDs do not leak between apps."""
+    """The caller's own order. Another app's order is answered exactly like a missing one, so
+    order IDs do not leak between apps."""
     app = caller(headers, ports)
     if isinstance(app, Reply):
         return app
+    return record_view(order_id, ports, owner=app)
+
+
+def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> Reply:
+    """An order as a submitter (``owner``: its own orders only) or an operator (``None``) may
+    see it: no locks, tokens or hashes."""
     stored = ports.states.get(order_id)
-    if stored is None or stored.record.StatusQueue != app.status_queue:
+    if stored is None or (owner is not None and stored.record.StatusQueue != owner.status_queue):
         return _error(404, "NotFound", f"no order {order_id!r}")
     record = stored.record
     return Reply(

@@ -87,10 +87,7 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
             stack.start_agent(f"agent-{n}")
         ids = [f"o-{n:03d}" for n in range(94)]
         stack.submit(
-            [
-                submission(i, app=APPS[n % 2], sku=SKUS.get(n % 10, "SKU-1"))
-                for n, i in enumerate(ids)
-            ]
+            [submission(i, app=APPS[n % 2], sku=SKUS.get(n % 10, "SKU-1")) for n, i in enumerate(ids)]
         )
         # A hostile message: devhost's trigger hands it to the app, the app dead-letters it by lock
         # token with its reason, through the broker.

@@ -115,7 +115,9 @@ def test_submissions_are_strict_no_coercion_and_no_control_characters(text: str,
 def test_money_keeps_its_cents_end_to_end() -> None:
     """A number without trailing zeros is still an amount to the cent, written with both digits;
     and the queued form reads back exactly what the front end wrote."""
-    parsed = parse_message(OrderSubmission, line(UnitPrice=10, Quantity=3).replace('"Total": 25.0', '"Total": 30'))
+    parsed = parse_message(
+        OrderSubmission, line(UnitPrice=10, Quantity=3).replace('"Total": 25.0', '"Total": 30')
+    )
     assert str(parsed.Lines[0].UnitPrice) == "10.00" and str(parsed.Total) == "30.00"
     queued = make_submission()
     assert parse_message(QueuedOrder, queued.model_dump_json()) == queued
