@@ -75,28 +75,21 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
         submitters=settings.submitters,
         workflow_version=settings.workflow_version,
     )
-    if not result.ok:
-        reason = _REASONS[result.outcome]
-        if settings.submitters.named(submission.SubmittedBy) is not None:
-            # The submitter hears it on its own queue too: a refused order is never silent.
-            post_status(
-                ports.sender,
-                queue=submission.status_queue,
-                order_id=submission.OrderID,
-                status=OrderStatus.REJECTED,
-                now=ports.clock.now(),
-                detail=f"{reason}: {result.reason}",
-                message_id=f"{submission.OrderID}:rejected:{delivery.message_id}",
-            )
+    registered = settings.submitters.named(submission.SubmittedBy) is not None
+    reason = None if result.ok else _REASONS[result.outcome]
+    if result.ok or registered:
+        # A refused order of a known app is told on its own queue too: never silent.
+        post_status(
+            ports.sender,
+            queue=submission.status_queue,
+            order_id=submission.OrderID,
+            status=OrderStatus.RECEIVED if result.ok else OrderStatus.REJECTED,
+            now=ports.clock.now(),
+            detail=None if result.ok else f"{reason}: {result.reason}",
+            message_id=None if result.ok else f"{submission.OrderID}:rejected:{delivery.message_id}",
+        )
+    if reason is not None:
         _reject(ports, delivery, reason, result.reason or "", order_id=submission.OrderID)
-        return result
-    post_status(
-        ports.sender,
-        queue=submission.status_queue,
-        order_id=submission.OrderID,
-        status=OrderStatus.RECEIVED,
-        now=ports.clock.now(),
-    )
     return result
 
 

@@ -14,7 +14,7 @@ from azure.data.tables import TableServiceClient
 from adapters.sql_orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
 from adapters.table_compensation_log import TABLE
 from domain.states import ProcessState
-from tests.app.conftest import Answer, App, start_app, submission
+from tests.app.conftest import Answer, App, order_body, start_app, submission
 
 
 @pytest.fixture
@@ -64,3 +64,15 @@ def test_orders_are_processed_and_compensated_on_the_azure_adapters(emulated: Ap
     statuses = emulated.statuses("status-app-a")
     assert [s["Status"] for s in statuses if s["OrderID"] == "o-1"] == ["received", "completed"]
     assert [s["Status"] for s in statuses if s["OrderID"] == "o-2"] == ["received", "compensated"]
+
+
+def test_the_front_end_isolates_apps_on_the_azure_adapters_too(emulated: App) -> None:
+    """The same rule as on the embedded profile, with the record read from Cosmos DB."""
+    body = order_body("web-1")
+    assert emulated.http("POST", "/api/orders", body, app="app-a")[0] == 202
+    emulated.run_until_terminal("web-1")
+    assert emulated.http("GET", "/api/orders/web-1", app="app-a")[0] == 200
+    assert emulated.http("GET", "/api/orders/web-1", app="app-b")[0] == 404
+    assert emulated.http("POST", "/api/orders", body, app="app-b")[0] == 409
+    assert emulated.http("POST", "/api/orders", body, app=None)[0] == 401
+    assert emulated.http("POST", "/api/orders", body, app="app-a")[0] == 202  # a repeat: idempotent
