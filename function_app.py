@@ -24,6 +24,7 @@ from orchestrators.order_workflow import agent_event, run_workflow
 from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
+from services.submit_order import SubmitOutcome
 from services.telemetry import order_span
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -73,14 +74,19 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.service_bus_queue_trigger(
     arg_name="msg", queue_name="%SAS_ORDERS_QUEUE%", connection="ServiceBusConnection"
 )
-def submit_order(msg: func.ServiceBusMessage) -> None:
+@app.durable_client_input(client_name="client")
+async def submit_order(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
+    # The stores' and the bus's clients block: off the event loop.
     delivery = _delivery(msg, ports().settings.orders_queue)
     try:
-        intake.handle_submission(delivery, ports())
+        result = await asyncio.to_thread(intake.handle_submission, delivery, ports())
     except Exception as error:
         if (msg.delivery_count or 0) < ports().settings.orders_max_deliveries:
             raise  # abandon: the broker delivers it again
-        intake.give_up(delivery, error, ports())
+        await asyncio.to_thread(intake.give_up, delivery, error, ports())
+        return
+    if result is not None and result.outcome is SubmitOutcome.ACCEPTED and result.stored is not None:
+        await scheduling.start_now(client, ports(), result.stored)  # E4 at once; the starter sweeps
 
 
 # --- Scheduler: starter (E4) and orchestrator (E5-E12) --------------------------------------

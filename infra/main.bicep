@@ -31,8 +31,11 @@ param principalType string = 'User'
 @description('Name shown for the SQL Entra administrator (your UPN, or the pipeline service principal name).')
 param principalName string = 'azd-deployer'
 
-@description('Submitting applications: [{ "name": "app-a", "principalId": "<object ID of its identity, or empty>" }]. Each gets the private status queue status-<name> and, with a principalId, Sender on orders and the only Receiver role on its status queue (E16).')
+@description('Submitting applications (E16): [{ "name": "app-a", "clientId": "<its Entra application (client) ID>", "principalId": "<object ID of its service principal or managed identity, or empty>" }]. Each gets the private status queue status-<name>; its clientId goes into SAS_SUBMITTERS and the applications App Service Authentication admits (empty: not yet, it cannot call); with a principalId, the only Receiver role on its status queue and no other role. Apps submit over HTTP only. infra/README.md, "Register a submitting app".')
 param submittingApps array
+
+@description('Application (client) ID of the Entra app registration of the front end API (App ID URI api://<clientId>), created outside Bicep. Set: App Service Authentication admits only tokens issued for it to the submitting apps. Empty: none, and the app refuses every HTTP submission.')
+param frontEndClientId string = ''
 
 @description('Email address that receives operator alerts, dead-letter alerts and Supervisor errors; empty for none.')
 param alertEmail string = ''
@@ -281,7 +284,8 @@ module functionApp 'modules/functionapp.bicep' = {
     agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
     agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
     operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
-    statusQueueNames: serviceBus.outputs.statusQueueNames
+    submittingApps: submittingApps
+    frontEndClientId: frontEndClientId
     ordersMaxDeliveries: serviceBus.outputs.ordersMaxDeliveryCount
     agentRequestMaxDeliveries: serviceBus.outputs.agentRequestsMaxDeliveryCount
     cosmosEndpoint: cosmos.outputs.endpoint
@@ -358,6 +362,8 @@ output SERVICE_API_NAME string = functionApp.outputs.name
 output SERVICE_AGENT_NAME string = agent.outputs.name
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output AZURE_FUNCTION_APP_URL string = 'https://${functionApp.outputs.defaultHostName}'
+// What a submitting app asks Entra ID for (client credentials, scope '<audience>/.default').
+output API_AUDIENCE string = empty(frontEndClientId) ? '' : 'api://${frontEndClientId}'
 output API_IDENTITY_NAME string = appIdentity.outputs.name
 output API_IDENTITY_CLIENT_ID string = appIdentity.outputs.clientId
 output AGENT_IDENTITY_NAME string = agentIdentity.outputs.name

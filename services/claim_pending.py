@@ -68,3 +68,21 @@ def claim_pending(
         except (PreconditionFailed, NotClaimable):
             lost += 1
     return ClaimReport(claims=claims, lost=lost, in_flight=in_flight, capacity=capacity)
+
+
+def claim_one(
+    states: StateStore, clock: Clock, policy: SchedulerPolicy, stored: Stored, *, max_in_flight: int
+) -> Claim | None:
+    """Claim this one record now (a new order, from the submission path), if the in-flight cap
+    allows: the same conditional replace as the starter's, so whichever claims first wins and
+    the other moves on. None when the cap is full, or the record is not claimable any more."""
+    if states.count_in_states(LOCKED_STATES) >= max_in_flight:
+        return None  # the starter sweeps it up when there is room
+    now = clock.now()
+    try:
+        claimed = transitions.claim(stored.record, now=now, policy=policy)
+        claim = Claim(states.replace(claimed, stored.etag))
+    except (PreconditionFailed, NotClaimable):
+        return None
+    telemetry.transitions.add(1, {"to_state": claimed.ProcessState.value})
+    return claim

@@ -10,7 +10,7 @@ from domain.ports import Stored
 from domain.states import ProcessState
 from domain.workflow import orchestrator_name
 from services import telemetry
-from services.claim_pending import ClaimReport, claim_pending
+from services.claim_pending import Claim, ClaimReport, claim_one, claim_pending
 from services.context import Ports
 from services.notifications import notify_gave_up
 from services.supervise import SupervisionReport, supervise
@@ -40,15 +40,7 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
         await asyncio.to_thread(ports.states.count_in_states, frozenset({ProcessState.PENDING}))
     )
     for claim in report.claims:
-        with telemetry.order_span(
-            "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
-        ):
-            try:
-                await client.start_new(
-                    orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
-                )
-            except Exception:  # the Supervisor recovers the claim when its grace expires
-                log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
+        await _start(client, claim)
     if report.claims or report.lost:
         log.info(
             "starter: claimed %d (lost %d races), %d in flight before, capacity %d",
@@ -58,6 +50,39 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
             report.capacity,
         )
     return report
+
+
+async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) -> bool:
+    """Start a new order's first attempt at once, from the submission path, instead of at the
+    starter's next tick; the starter remains the sweeper for what this misses (a full cap, a
+    crash between the write and the start, a lost race)."""
+    settings = ports.settings
+    claim = await asyncio.to_thread(
+        claim_one,
+        ports.states,
+        ports.clock,
+        settings.scheduler_policy,
+        stored,
+        max_in_flight=settings.max_in_flight,
+    )
+    if claim is None:
+        return False
+    await _start(client, claim)
+    return True
+
+
+async def _start(client: OrchestrationStarter, claim: Claim) -> None:
+    """Claim first, start second: if the start fails, the claim's start grace expires and the
+    Supervisor sends the record back to Pending (design: the claim is the single decision)."""
+    with telemetry.order_span(
+        "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
+    ):
+        try:
+            await client.start_new(
+                orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
+            )
+        except Exception:  # the Supervisor recovers the claim when its grace expires
+            log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
 
 
 def tell_gave_up(ports: Ports, stored: Stored) -> bool:

@@ -13,8 +13,8 @@ from domain import transitions
 from domain.apps import Registry
 from domain.messages import QueuedOrder
 from domain.policy import SchedulerPolicy
-from domain.ports import Clock, InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, StateStore
-from domain.record import DEFAULT_WORKFLOW_VERSION, StateRecord
+from domain.ports import Clock, InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, StateStore, Stored
+from domain.record import DEFAULT_WORKFLOW_VERSION
 
 ORDER_STATUS_RECEIVED = "Received"
 
@@ -31,7 +31,7 @@ class SubmitResult:
     outcome: SubmitOutcome
     order_id: str
     reason: str | None = None
-    record: StateRecord | None = None
+    stored: Stored | None = None  # the state record as stored now, with its ETag
 
     @property
     def ok(self) -> bool:
@@ -87,8 +87,8 @@ def submit_order(
             workflow_version=workflow_version,
         )
     )
-    stored = created.stored.record
-    if not created.created and stored.OrderHash != order_hash:
+    stored = created.stored
+    if not created.created and stored.record.OrderHash != order_hash:
         return SubmitResult(
             SubmitOutcome.CONFLICT,
             order_id,
@@ -96,5 +96,5 @@ def submit_order(
             stored,
         )
     if created.created or inserted is InsertOutcome.CREATED:
-        return SubmitResult(SubmitOutcome.ACCEPTED, order_id, record=stored)
-    return SubmitResult(SubmitOutcome.DUPLICATE, order_id, record=stored)
+        return SubmitResult(SubmitOutcome.ACCEPTED, order_id, stored=stored)
+    return SubmitResult(SubmitOutcome.DUPLICATE, order_id, stored=stored)

@@ -60,8 +60,11 @@ param agentRepliesQueueName string
 @description('Name of the operator alerts queue.')
 param operatorAlertsQueueName string
 
-@description('Names of the submitting applications status queues.')
-param statusQueueNames array
+@description('Submitting applications: [{ name, clientId, principalId }] (main.bicep). Their names and client IDs make SAS_SUBMITTERS and the applications App Service Authentication admits.')
+param submittingApps array
+
+@description('Application (client) ID of the Entra app registration of this API (its App ID URI is api://<clientId>); empty: no App Service Authentication, and the app refuses every HTTP submission.')
+param frontEndClientId string
 
 @description('MaxDeliveryCount of the orders queue (servicebus.bicep).')
 param ordersMaxDeliveries int
@@ -119,6 +122,14 @@ param maximumInstanceCount int
   4096
 ])
 param instanceMemoryMB int
+
+// SAS_SUBMITTERS: 'app-a=<clientId>,app-b=<clientId>,' with its last comma dropped where it is
+// used. An app without a client ID yet contributes nothing (no filter(): no lambdas here).
+var submitterItems = [for app in submittingApps: empty(app.clientId) ? '' : '${app.name}=${app.clientId},']
+var submitterPairs = join(submitterItems, '')
+// Easy Auth admits only these applications' tokens (the appid / azp claim); an app listed without a
+// client ID yet adds '' (matches no caller). Register its client ID before setting frontEndClientId.
+var allowedApplications = [for app in submittingApps: app.clientId]
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
@@ -228,7 +239,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_AGENT_REPLIES_QUEUE: agentRepliesQueueName
     SAS_AGENT_REQUEST_MAX_DELIVERIES: string(agentRequestMaxDeliveries)
     SAS_ALERTS_QUEUE: operatorAlertsQueueName
-    SAS_STATUS_QUEUES: join(statusQueueNames, ',')
+    // E16: the registered submitting apps, name=clientId pairs; an app's status queue is
+    // status-<name>. Apps listed without a client ID yet are left out (no one can call as them).
+    SAS_SUBMITTERS: empty(submitterPairs) ? '' : take(submitterPairs, length(submitterPairs) - 1)
     // Scheduler, Supervisor and retry policy (services/settings.py).
     SAS_WORKFLOW_VERSION: workflowVersion
     SAS_STARTER_SCHEDULE: starterSchedule
@@ -248,6 +261,70 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_SUPERVISOR_LOOKBACK_HOURS: '168'
     SAS_SUPERVISOR_PAGE_SIZE: '100'
     SAS_SUPERVISOR_MAX_PER_RUN: '500'
+  }
+}
+
+// E16: submitting apps authenticate with Entra ID. App Service Authentication (Easy Auth) checks
+// each caller's bearer token before any function runs: issued by this tenant, for this API
+// (api://<frontEndClientId>, or its client ID, which Easy Auth always accepts as an audience), to
+// one of the registered submitting apps (allowedApplications); anything else gets 401 (no token)
+// or 403 (another application). The app then maps the caller's client ID to its registered name
+// (SAS_SUBMITTERS) and stamps it on the order; the function key (AuthLevel.FUNCTION) stays as a
+// second check. Without frontEndClientId nothing is deployed here, WEBSITE_AUTH_ENABLED is unset
+// and the app refuses every HTTP submission (infra/README.md).
+//
+// Nothing is excluded (no excludedPaths):
+// - the Python Durable client (azure-functions-durable) calls the extension on its local RPC
+//   endpoint (rpcBaseUrl, 127.0.0.1), not /runtime/webhooks/durabletask through the front door:
+//   the extension added that endpoint because those calls "don't work at all when Easy Auth is
+//   protecting access to the function app" (Azure/azure-functions-durable-extension PR #1166);
+//   this app hands out no Durable status URLs;
+// - the host's /admin endpoints are not blocked by Easy Auth (Azure/azure-functions-ux #499) and
+//   need the master key anyway.
+//
+// Flex Consumption: the plan's documentation during its preview (learn.microsoft.com,
+// azure-functions/flex-consumption-plan.md, "Considerations", 2024-05) said "EasyAuth isn't
+// currently supported. Unauthenticated callers currently aren't blocked when EasyAuth is enabled
+// in a Flex Consumption plan app." Check the current page, and after every provision prove it:
+// a call without a token must get 401, and one with a forged X-MS-CLIENT-PRINCIPAL header too
+// (infra/README.md, "Verify App Service Authentication").
+resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(frontEndClientId)) {
+  parent: app
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'Return401'
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          // v2.0 issuer: the API registration gets requestedAccessTokenVersion 2 (infra/README.md).
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+          clientId: frontEndClientId
+        }
+        validation: {
+          allowedAudiences: [
+            'api://${frontEndClientId}'
+          ]
+          defaultAuthorizationPolicy: {
+            allowedApplications: allowedApplications
+          }
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: false
+      }
+    }
   }
 }
 

@@ -14,9 +14,11 @@
 // | agent           | queue agent-requests                       | Data Receiver                    |
 // | agent           | queue agent-replies                        | Data Sender                      |
 // | agent           | container registry                         | AcrPull                          |
-// | submitting app  | queue orders                               | Data Sender                      |
-// | submitting app  | its own queue status-<name>                | Data Receiver (the only receiver, E16) |
+// | submitting app  | its own queue status-<name>                | Data Receiver (the only receiver, E16); nothing else |
 //
+// Submitting apps send nothing to Service Bus: they post orders to the front end over HTTP
+// (App Service Authentication, functionapp.bicep), and the Function App is the only sender to
+// orders. python -m tools.iac proves it (tools/iac/isolation.py).
 // The app's SQL access is a database user created by the post-provision script (sql/users.sql).
 
 @description('Principal ID of the Function App identity.')
@@ -25,7 +27,7 @@ param appPrincipalId string
 @description('Principal ID of the agent identity.')
 param agentPrincipalId string
 
-@description('Submitting applications: [{ name, principalId }]; an empty principalId gets no roles yet.')
+@description('Submitting applications: [{ name, clientId, principalId }]; an empty principalId gets no role yet.')
 param submittingApps array
 
 @description('Name of the host storage account.')
@@ -259,13 +261,12 @@ resource agentRepliesSender 'Microsoft.Authorization/roleAssignments@2022-04-01'
   }
 }
 
-// One module per submitting app: the app's Sender on that status queue, and, once the submitting
-// app's identity is known, its Sender on orders and its Receiver on its own status queue.
+// One module per submitting app: the Function App's Sender on that status queue and, once the
+// submitting app's identity is known, its Receiver on its own status queue (its only role).
 module submitters 'submitter-rbac.bicep' = [for app in submittingApps: {
   name: 'rbac-submitter-${app.name}'
   params: {
     serviceBusName: serviceBusName
-    ordersQueueName: ordersQueueName
     statusQueueName: 'status-${app.name}'
     appPrincipalId: appPrincipalId
     submitterPrincipalId: app.principalId

@@ -19,7 +19,7 @@ param location string
 @description('Tags applied to the namespace.')
 param tags object
 
-@description('Submitting applications: [{ name, principalId }]. Each gets its own status queue "status-<name>".')
+@description('Submitting applications: [{ name, clientId, principalId }]. Each gets its own status queue "status-<name>".')
 param submittingApps array
 
 // Standard is the smallest tier with duplicate detection.
@@ -122,4 +122,3 @@ output operatorAlertsQueueName string = operatorAlertsQueue.name
 // The app's settings take these from the queues, so they cannot drift apart.
 output ordersMaxDeliveryCount int = ordersQueue.properties.maxDeliveryCount
 output agentRequestsMaxDeliveryCount int = agentRequestsQueue.properties.maxDeliveryCount
-output statusQueueNames array = [for (app, i) in submittingApps: statusQueues[i].name]

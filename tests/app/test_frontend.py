@@ -5,7 +5,7 @@ import json
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import App, order_body, start_app
+from tests.app.conftest import OK, Answer, App, order_body, start_app
 
 
 def test_an_order_posted_to_the_api_is_processed_and_visible(app: App) -> None:
@@ -58,17 +58,23 @@ def test_a_conflicting_order_gets_409_with_the_reason_and_changes_nothing(app: A
 
 
 def test_over_the_backlog_threshold_the_api_answers_429_with_retry_after(loop, tmp_path, monkeypatch) -> None:
-    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_BACKLOG_THRESHOLD": "3"})
+    # One order in flight at a time, and the agent silent: the first order is started at once
+    # and holds the only slot, so the next ones wait Pending, and the backlog builds up.
+    settings = {"SAS_BACKLOG_THRESHOLD": "3", "SAS_MAX_IN_FLIGHT": "1"}
+    app = start_app(loop, tmp_path, monkeypatch, settings=settings)
+    app.agent.script = lambda request, asked: Answer("silent")
     try:
         codes = []
-        for n in range(5):
+        for n in range(6):
             status, _, headers = app.http("POST", "/api/orders", order_body(f"b-{n}"))
             codes.append((status, headers.get("Retry-After")))
-            # Let the submission land (it becomes Pending) before the next post; no claim runs yet.
+            # Let the submission land before the next post.
             app.run_until(lambda n=n, s=status: s != 202 or app.states.get(f"b-{n}") is not None)
-        assert codes == [(202, None)] * 3 + [(429, "5")] * 2
-        assert {app.record(f"b-{n}").ProcessState for n in range(3)} == {ProcessState.PENDING}
-        app.run_until_terminal("b-0", "b-1", "b-2")  # the backlog drains ...
-        assert app.http("POST", "/api/orders", order_body("b-5"))[0] == 202  # ... and 202 again
+        assert codes == [(202, None)] * 4 + [(429, "5")] * 2
+        assert app.record("b-0").ProcessState is ProcessState.PROCESSING
+        assert {app.record(f"b-{n}").ProcessState for n in range(1, 4)} == {ProcessState.PENDING}
+        app.agent.script = lambda request, asked: OK
+        app.run_until_terminal("b-0", "b-1", "b-2", "b-3")  # the backlog drains ...
+        assert app.http("POST", "/api/orders", order_body("b-6"))[0] == 202  # ... and 202 again
     finally:
         loop.run_until_complete(app.host.stop())

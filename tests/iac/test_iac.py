@@ -6,6 +6,7 @@ Each checker runs in its own venv, as `make iac` runs it; `make test` always cre
 a problem line the unbroken run did not have.
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -424,6 +425,226 @@ def test_the_container_must_exist(root: Path, clean: Path) -> None:
         if path.is_file() and "'orderState'" in path.read_text():
             edit(path, "'orderState'", "'orders2'", count=99)
     assert_fails(root, "no Cosmos DB container 'orderState'", clean=clean)
+
+
+# --- submitting apps are isolated (E16): tools/iac/isolation.py, easy_auth.py -------------------
+
+RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"  # Azure Service Bus Data Receiver
+DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"  # Azure Service Bus Data Owner
+BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader (allowed, not for apps)
+GRANT = """
+resource probeNamespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {{
+  name: serviceBusName
+}}
+
+resource probeQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {{
+  parent: probeNamespace
+  name: {queue}
+}}
+
+resource grant 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(submitterPrincipalId)) {{
+  name: guid(probeNamespace.id, submitterPrincipalId, '{role}')
+  {scope}
+  properties: {{
+    principalId: submitterPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', '{role}')
+  }}
+}}
+"""
+
+
+def submitter_roles_file(root: Path) -> Path:
+    """The module that assigns one submitting app's roles (it takes the app's principal ID)."""
+    return infra_file(root, "param submitterPrincipalId ")
+
+
+def function_app_settings(root: Path) -> tuple[Path, str]:
+    """The Bicep file and line that set SAS_SUBMITTERS in the Function App's app settings."""
+    path = function_app_file(root)
+    line = next(
+        (row for row in path.read_text().splitlines() if row.strip().startswith("SAS_SUBMITTERS:")), None
+    )
+    if line is None:
+        pytest.fail("the Function App sets no SAS_SUBMITTERS: update this test to the current infra")
+    return path, line
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("queue", "role", "scope", "needle"),
+    [
+        ("'orders'", SENDER, "scope: probeQueue", "lets it send to queue 'orders'"),
+        ("'agent-requests'", SENDER, "scope: probeQueue", "lets it send to queue 'agent-requests'"),
+        ("'agent-replies'", SENDER, "scope: probeQueue", "lets it send to queue 'agent-replies'"),
+        (
+            "'agent-replies'",
+            RECEIVER,
+            "scope: probeQueue",
+            "lets it receive from queue 'agent-replies', not its own",
+        ),
+        (
+            "'status-app-b'",
+            RECEIVER,
+            "scope: probeQueue",
+            "lets it receive from queue 'status-app-b', not its own",
+        ),
+        ("statusQueueName", SENDER, "scope: probeQueue", "lets it send to queue 'status-probe-"),
+        ("'orders'", RECEIVER, "scope: probeNamespace", "at namespace scope"),
+        ("'orders'", RECEIVER, "", "at the whole resource group (no scope): every queue in it"),
+        ("statusQueueName", DATA_OWNER, "scope: probeQueue", "grants it Azure Service Bus Data Owner"),
+        (
+            "'orders'",
+            BLOB_READER,
+            "scope: probeNamespace",
+            f"grants it role {BLOB_READER} outside Service Bus",
+        ),
+    ],
+)
+def test_a_submitting_app_gets_no_role_but_its_own_status_receiver(
+    root: Path, clean: Path, queue: str, role: str, scope: str, needle: str
+) -> None:
+    """Proved for any registered app: the checker deploys main.bicep with probe apps."""
+    path = submitter_roles_file(root)
+    path.write_text(path.read_text() + GRANT.format(queue=queue, role=role, scope=scope))
+    assert_fails(
+        root, path.name, "role assignment 'grant' gives the identity of submittingApps[", needle, clean=clean
+    )
+
+
+@needs_bicep
+def test_a_submitting_app_must_be_able_to_read_its_status_queue(root: Path, clean: Path) -> None:
+    """The receiver turned into one deployed only without an identity: the apps lose it, and a role
+    assignment with an empty principal ID is deployed."""
+    edit(
+        submitter_roles_file(root),
+        "= if (!empty(submitterPrincipalId))",
+        "= if (empty(submitterPrincipalId))",
+    )
+    assert_fails(
+        root, "submittingApps[0]", "gets no Azure Service Bus Data Receiver on its queue", clean=clean
+    )
+    assert_fails(root, "is deployed with an empty principalId", clean=clean)
+
+
+@needs_bicep
+def test_every_submitting_app_needs_its_status_queue(root: Path, clean: Path) -> None:
+    path = infra_file(root, "name: 'status-${app.name}'", "'Microsoft.ServiceBus/namespaces/queues@")
+    edit(path, "name: 'status-${app.name}'", "name: 'state-${app.name}'")
+    assert_fails(
+        root, "main.bicep", "submittingApps[0] ('probe-1') gets no queue 'status-probe-1'", clean=clean
+    )
+    assert_fails(
+        root,
+        "main.parameters.json",
+        "submitting app 'app-a' has no queue 'status-app-a' in the Bicep",
+        clean=clean,
+    )
+
+
+@needs_bicep
+def test_a_submitting_app_needs_its_status_queue_in_the_emulator(root: Path, clean: Path) -> None:
+    delete_line(root / "servicebus" / "Config.json", r'"Name": "status-app-a"')
+    assert_fails(
+        root, "submitting app 'app-a' has no queue 'status-app-a' in servicebus/Config.json", clean=clean
+    )
+
+
+@needs_bicep
+def test_the_sample_submitters_name_declared_queues(root: Path, clean: Path) -> None:
+    sample = root / "local.settings.sample.json"
+    edit(sample, '"SAS_SUBMITTERS": "', '"SAS_SUBMITTERS": "app-c=33333333-3333-3333-3333-333333333333,')
+    assert_fails(
+        root,
+        "queue 'status-app-c'",
+        "SAS_SUBMITTERS in local.settings.sample.json",
+        "Config.json",
+        clean=clean,
+    )
+    assert_fails(
+        root, "queue 'status-app-c'", "SAS_SUBMITTERS in local.settings.sample.json", "the Bicep", clean=clean
+    )
+
+
+@needs_bicep
+def test_the_sample_submitters_must_be_well_formed(root: Path, clean: Path) -> None:
+    sample = root / "local.settings.sample.json"
+    edit(sample, '"SAS_SUBMITTERS": "', '"SAS_SUBMITTERS": "app-a=not-a-guid,')
+    assert_fails(root, "local.settings.sample.json", "the client ID of 'app-a' is 'not-a-guid'", clean=clean)
+    assert_fails(root, "local.settings.sample.json", "the name 'app-a' is listed twice", clean=clean)
+
+
+@needs_bicep
+def test_sas_submitters_is_built_from_submitting_apps(root: Path, clean: Path) -> None:
+    path, line = function_app_settings(root)
+    edit(path, line.strip(), "SAS_SUBMITTERS: 'app-a=x'")
+    assert_fails(root, "Function App", "SAS_SUBMITTERS is 'app-a=x', not 'probe-1=", clean=clean)
+
+
+@needs_bicep
+def test_the_deployment_never_sets_website_auth_enabled(root: Path, clean: Path) -> None:
+    path, line = function_app_settings(root)
+    indent = line[: len(line) - len(line.lstrip())]
+    edit(path, line, f"{line}\n{indent}WEBSITE_AUTH_ENABLED: 'true'")
+    assert_fails(root, "Function App", "sets WEBSITE_AUTH_ENABLED", clean=clean)
+
+
+@needs_bicep
+def test_submitting_apps_in_the_parameters_are_name_client_and_principal(root: Path, clean: Path) -> None:
+    path = root / "infra" / "main.parameters.json"
+    doc = json.loads(path.read_text())
+    apps = doc["parameters"]["submittingApps"]["value"]
+    assert len(apps) >= 2, "main.parameters.json lists two apps: update this test"
+    del apps[0]["clientId"]
+    apps[1]["name"] = "App_B"
+    apps[0]["principalId"] = apps[1]["principalId"] = "a0000000-0000-4000-8000-00000000000a"
+    path.write_text(json.dumps(doc, indent=2))
+    assert_fails(root, "main.parameters.json", "submittingApps[0] has no 'clientId'", clean=clean)
+    assert_fails(
+        root, "main.parameters.json", 'submittingApps[1]: name "App_B" is not a registered name', clean=clean
+    )
+    assert_fails(
+        root,
+        "principalId 'a0000000-0000-4000-8000-00000000000a' is also that of submittingApps[0]",
+        clean=clean,
+    )
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        (
+            "requireAuthentication: true",
+            "requireAuthentication: false",
+            "requireAuthentication is false, must be true",
+        ),
+        (
+            "unauthenticatedClientAction: 'Return401'",
+            "unauthenticatedClientAction: 'AllowAnonymous'",
+            'unauthenticatedClientAction is "AllowAnonymous", must be "Return401"',
+        ),
+        (
+            "requireAuthentication: true",
+            "requireAuthentication: true\n      excludedPaths: [\n        '/api/orders'\n      ]",
+            'excludes ["/api/orders"] from authentication',
+        ),
+        ("clientId: frontEndClientId", "clientId: 'someone-else'", 'registration.clientId is "someone-else"'),
+        ("'api://${frontEndClientId}'", "'api://someone-else'", 'allowedAudiences is ["api://someone-else"]'),
+        ("allowedApplications: allowedApplications", "allowedApplications: []", "allowedApplications is []"),
+        (
+            "= if (!empty(frontEndClientId))",
+            "= if (empty(frontEndClientId))",
+            "gets no App Service Authentication (Microsoft.Web/sites/config 'authsettingsV2')",
+        ),
+        ("= if (!empty(frontEndClientId))", "=", "is deployed when frontEndClientId is empty"),
+    ],
+)
+def test_app_service_authentication_whenever_the_front_end_is_registered(
+    root: Path, clean: Path, old: str, new: str, needle: str
+) -> None:
+    edit(infra_file(root, "'authsettingsV2'"), old, new)
+    assert_fails(root, needle, clean=clean)
 
 
 # --- the Python version: pyproject.toml, the Function App's runtime, the agent's image ----------

@@ -105,6 +105,27 @@ def unwrap(config: Any) -> tuple[dict[str, Any] | None, Any]:
     return loop, body
 
 
+def conditions(config: Any) -> list[Any]:
+    """The ``if (...)`` expressions around a resource's or module's body (pycep nodes)."""
+    found: list[Any] = []
+    body = config
+    while isinstance(body, dict) and "config" in body and ("condition" in body or "loop_type" in body):
+        if body.get("condition") is not None:
+            found.append(body["condition"])
+        body = body["config"]
+    return found
+
+
+def all_of(*values: Any) -> Any:
+    """Whether a resource is deployed: False if any condition is False, True if all are True,
+    else Unknown (a condition that needs deployment-time values)."""
+    if any(value is False for value in values):
+        return False
+    if all(value is True for value in values):
+        return True
+    return Unknown("a condition known only at deployment")
+
+
 @dataclass
 class ResourceRef:
     instance: "Instance"
@@ -129,6 +150,8 @@ class Resource:
     body: Any
     raw: Any  # the body as pycep wrote it, before evaluation
     existing: bool
+    # Whether it is deployed: its own ``if (...)`` and its module calls' (True, False or Unknown).
+    deployed: Any = True
 
     def get(self, *path: str) -> Any:
         value: Any = self.body
@@ -153,6 +176,7 @@ class Instance:
     params: dict[str, Any]
     loader: "Loader"
     caller_line: int | None = None
+    deployed: Any = True  # the ``if (...)`` of the module calls that lead here (see all_of)
     _variables: dict[str, Any] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
     _children: dict[str, list["Instance"]] = field(default_factory=dict)
@@ -270,7 +294,7 @@ class Instance:
             return value[key] if 0 <= key < len(value) else Unknown(f"index {key} out of range")
         return Unknown(f"cannot read {key!r} of {type(value).__name__}")
 
-    def _eval_operator(self, operator: dict[str, Any], local: dict[str, Any]) -> Any:  # noqa: PLR0911
+    def _eval_operator(self, operator: dict[str, Any], local: dict[str, Any]) -> Any:  # noqa: PLR0911, PLR0912
         kind = operator.get("type")
         operands = operator.get("operands") or {}
         if kind == "property_accessor":
@@ -300,6 +324,11 @@ class Instance:
             return values[0] == values[1]
         if kind == "not_equals" and len(values) == 2:
             return values[0] != values[1]
+        numbers = len(values) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        if kind == "add" and numbers:
+            return values[0] + values[1]
+        if kind == "substract" and numbers:  # pycep's spelling
+            return values[0] - values[1]
         return Unknown(f"operator {kind}")
 
     def _eval_function(self, function: dict[str, Any], local: dict[str, Any]) -> Any:  # noqa: PLR0911, PLR0912
@@ -341,6 +370,8 @@ class Instance:
             return len(args[0]) == 0
         if kind == "length" and len(args) == 1 and isinstance(args[0], str | list | dict):
             return len(args[0])
+        if kind == "take" and len(args) == 2 and isinstance(args[0], str | list) and isinstance(args[1], int):
+            return args[0][: max(args[1], 0)]
         if kind in ("subscription_resource_id", "resource_id", "tenant_resource_id", "extension_resource_id"):
             # Enough for the rules: the role GUID is the last segment.
             return "/".join(str(a) for a in args if not isinstance(a, ResourceRef | ModuleRef))
@@ -380,6 +411,9 @@ class Instance:
                     body=self.eval(body, local),
                     raw=body,
                     existing=bool(decl.get("existing")),
+                    deployed=all_of(
+                        self.deployed, *(self.eval(c, local) for c in conditions(decl.get("config")))
+                    ),
                 )
                 for local in items
             ]
@@ -400,7 +434,12 @@ class Instance:
                 for local in items:
                     passed = (body or {}).get("params") or {}
                     params = {name: self.eval(value, local) for name, value in passed.items()}
-                    instance = Instance(target, {}, self.loader, caller_line=decl.get("__start_line__"))
+                    deployed = all_of(
+                        self.deployed, *(self.eval(c, local) for c in conditions(decl.get("config")))
+                    )
+                    instance = Instance(
+                        target, {}, self.loader, caller_line=decl.get("__start_line__"), deployed=deployed
+                    )
                     instance.params = instance.complete_params(params)
                     self._children[symbol].append(instance)
         return self._children[symbol]

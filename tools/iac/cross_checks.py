@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.iac import code_facts, policy
+from tools.iac import code_facts, policy, submitters
 from tools.iac.bicep import Resource, Unknown
 from tools.iac.code_facts import Binding, SettingField, Where
 from tools.iac.infra_rules import Deployment, check_queue_properties, queue_name, strip_comments
@@ -75,11 +75,11 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     code = read_code(root, report)
     if code is None:
         return
-    sample = _sample_target(root, report)
+    sample = sample_target(root, report)
     app_targets: list[Target] = []
     agent_targets: list[Target] = []
     if deployment is not None:
-        app_targets = _function_apps(deployment, report)
+        app_targets = function_apps(deployment, report)
         agent_targets = _agent_apps(deployment, report)
     for target in [*app_targets, *([sample] if sample else [])]:
         _check_settings(target, _app_requirements(code, target.kind), report)
@@ -87,8 +87,8 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         _check_profile(target, report)
     for target in [*agent_targets, *([sample] if sample else [])]:
         _check_settings(target, _field_requirements(code.agent_fields, target.kind, "AgentSettings"), report)
-    emulator = _emulator_queues(root, report)
-    bicep = _bicep_queues(deployment, report) if deployment is not None else None
+    emulator = emulator_queues(root, report)
+    bicep = bicep_queues(deployment, report) if deployment is not None else None
     targets = [*app_targets, *agent_targets, *([sample] if sample else [])]
     _check_queues(code, targets, bicep, emulator, report)
     if deployment is not None:
@@ -207,7 +207,7 @@ def _check_profile(target: Target, report: Report) -> None:
         )
 
 
-def _sample_target(root: Path, report: Report) -> Target | None:
+def sample_target(root: Path, report: Report) -> Target | None:
     path = root / SAMPLE
     if not path.is_file():
         report.add(SAMPLE, None, "missing", "write the settings for Core Tools with docker-compose")
@@ -271,7 +271,7 @@ def _setting_lines(deployment: Deployment, names: Iterable[str], first: str) -> 
     return found
 
 
-def _is_function_app(resource: Resource) -> bool:
+def is_function_app(resource: Resource) -> bool:
     return (
         resource.type.lower() == "microsoft.web/sites"
         and not resource.existing
@@ -279,11 +279,11 @@ def _is_function_app(resource: Resource) -> bool:
     )
 
 
-def _function_apps(deployment: Deployment, report: Report) -> list[Target]:
+def function_apps(deployment: Deployment, report: Report) -> list[Target]:
     targets: list[Target] = []
     for instance in deployment.instances:
         resources = list(instance.all_resources())
-        sites = [r for r in resources if _is_function_app(r)]
+        sites = [r for r in resources if is_function_app(r)]
         configs = [
             r
             for r in resources
@@ -354,7 +354,7 @@ class Queue:
     properties: dict[str, Any]
 
 
-def _bicep_queues(deployment: Deployment, report: Report) -> dict[str, Queue]:
+def bicep_queues(deployment: Deployment, report: Report) -> dict[str, Queue]:
     queues: dict[str, Queue] = {}
     for resource in deployment.resources("Microsoft.ServiceBus/namespaces/queues"):
         name = queue_name(resource)
@@ -373,7 +373,7 @@ def _bicep_queues(deployment: Deployment, report: Report) -> dict[str, Queue]:
     return queues
 
 
-def _emulator_queues(root: Path, report: Report) -> dict[str, Queue] | None:
+def emulator_queues(root: Path, report: Report) -> dict[str, Queue] | None:
     path = root / EMULATOR_CONFIG
     if not path.is_file():
         report.add(EMULATOR_CONFIG, None, "missing", "declare the Service Bus emulator's queues")
@@ -437,6 +437,16 @@ def _named_queues(code: Code, targets: list[Target]) -> list[Named]:
         for name in sorted(settings & set(target.values)):
             for queue in _split(target.values[name]):
                 named.append(Named(queue, f"{name} in {target.label}", target.file, target.lines.get(name)))
+    # E16: each registered submitting app's status queue, status-<name> (tools/iac/submitters.py).
+    registry = policy.SUBMITTERS_SETTING
+    for setting in (f for f in code.app_fields if f.alias == registry):
+        for queue in submitters.status_queues(setting.default):
+            named.append(Named(queue, f"the default of {registry}", setting.where.file, setting.where.line))
+    for target in (t for t in targets if registry in t.values):
+        for queue in submitters.status_queues(target.values[registry]):
+            named.append(
+                Named(queue, f"{registry} in {target.label}", target.file, target.lines.get(registry))
+            )
     return named
 
 
@@ -631,7 +641,7 @@ def _check_python(root: Path, deployment: Deployment | None, report: Report) -> 
             )
     if deployment is None:
         return
-    for site in (r for i in deployment.instances for r in i.all_resources() if _is_function_app(r)):
+    for site in (r for i in deployment.instances for r in i.all_resources() if is_function_app(r)):
         label = f"the Function App '{site.symbol}'"
         runtime = site.get("properties", "functionAppConfig", "runtime")
         fix = f"set functionAppConfig.runtime to {{ name: 'python', version: '{target}' }}"

@@ -106,7 +106,7 @@ def check_infra(root: Path, report: Report) -> Deployment | None:
     _check_parameters_json(root, main, report)
     _scan_text(root, report)
     instance = Instance(main, {}, loader)
-    instance.complete_params(_parameters_json_values(root))
+    instance.complete_params(parameters_json_values(root))
     deployment = Deployment(list(instance.walk()))
     _check_resources(deployment, report)
     return deployment
@@ -156,7 +156,7 @@ def _check_modules(owner: BicepFile, loader: Loader, report: Report) -> None:
                 )
 
 
-def _parameters_json(root: Path) -> tuple[dict[str, Any] | None, str]:
+def parameters_json(root: Path) -> tuple[dict[str, Any] | None, str]:
     path = root / "infra" / "main.parameters.json"
     if not path.is_file():
         return None, "missing"
@@ -170,19 +170,29 @@ def _parameters_json(root: Path) -> tuple[dict[str, Any] | None, str]:
     return parameters, ""
 
 
-def _parameters_json_values(root: Path) -> dict[str, Any]:
-    parameters, _ = _parameters_json(root)
+def parameters_json_values(root: Path) -> dict[str, Any]:
+    parameters, _ = parameters_json(root)
     values: dict[str, Any] = {}
     for name, entry in (parameters or {}).items():
-        value = entry.get("value") if isinstance(entry, dict) else None
-        # azd fills ${AZURE_...} from the environment at deployment time.
-        values[name] = Unknown("set by azd") if isinstance(value, str) and "${" in value else value
+        values[name] = _azd_unknown(entry.get("value") if isinstance(entry, dict) else None)
     return values
+
+
+def _azd_unknown(value: Any) -> Any:
+    """azd fills ``${VAR}`` / ``${VAR=default}`` from its environment at deployment time, anywhere
+    in the file (inside arrays and objects too): each such string is Unknown offline."""
+    if isinstance(value, str) and "${" in value:
+        return Unknown("set by azd")
+    if isinstance(value, list):
+        return [_azd_unknown(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _azd_unknown(item) for key, item in value.items()}
+    return value
 
 
 def _check_parameters_json(root: Path, main: BicepFile, report: Report) -> None:
     rel = "infra/main.parameters.json"
-    parameters, problem = _parameters_json(root)
+    parameters, problem = parameters_json(root)
     if parameters is None:
         report.add(rel, None, problem, "write it in the ARM parameters format azd reads")
         return

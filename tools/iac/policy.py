@@ -34,7 +34,16 @@ OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
     "SAS_DATA_DIR": (frozenset({AZURE, LOCAL}), "the embedded profile's SQLite files"),
     "DEVHOST_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "devhost's local Service Bus file"),
     "AZURE_CLIENT_ID": (frozenset({LOCAL}), "a managed identity's client ID exists only in Azure"),
+    "WEBSITE_AUTH_ENABLED": (
+        frozenset({AZURE, LOCAL}),
+        "App Service sets it on a site with App Service Authentication on (PLATFORM_SETTINGS)",
+    ),
 }
+
+# Settings the platform sets and a deployment must never set: set by hand, WEBSITE_AUTH_ENABLED
+# would make the front end trust caller principal headers that no App Service Authentication
+# checked (or stripped), so any caller could claim to be any submitting app.
+PLATFORM_SETTINGS: tuple[str, ...] = ("WEBSITE_AUTH_ENABLED",)
 
 # How an identity-based connection names its parts: a connection ``X`` (a binding's
 # ``connection=``, or a Settings alias that has ``X__...`` siblings) is set by ``X`` itself
@@ -70,3 +79,42 @@ MAX_DELIVERY_COUNT_LIMIT = 10
 # The Container App that runs agent_worker: its azd service name (azure.yaml) or, failing a
 # tag, a symbol or name containing this word.
 AGENT_SERVICE = "agent"
+
+# --- Submitting apps (E16): what an app may submit, read or receive follows from its identity ---
+
+# main.bicep's parameters: the registered apps ([{ name, clientId, principalId }]) and the Entra
+# app registration of the front end API (App Service Authentication is on whenever it is set).
+SUBMITTING_APPS_PARAM = "submittingApps"
+SUBMITTING_APP_KEYS: tuple[str, ...] = ("name", "clientId", "principalId")
+FRONT_END_CLIENT_ID_PARAM = "frontEndClientId"
+# The app's registry of submitting apps: "name=clientId,..." (domain/apps.py Registry.parse).
+SUBMITTERS_SETTING = "SAS_SUBMITTERS"
+# Each app's private status queue is this prefix and its name.
+STATUS_QUEUE_PREFIX = "status-"
+# A registered name, as domain/apps.py APP_NAME accepts it (and a valid queue name suffix).
+SUBMITTER_NAME = r"[a-z][a-z0-9-]{0,29}"
+
+# What each Service Bus data role allows on its scope. A submitting app's identity may hold
+# Receiver on its own status-<name> queue and nothing else: it submits over HTTP only (the
+# Function App is the only sender to orders), statuses reach it from the Function App alone, and
+# a namespace-wide role would reach every other app's queue.
+SERVICE_BUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
+SERVICE_BUS_ROLES: dict[str, tuple[str, frozenset[str]]] = {
+    ALLOWED_ROLES["Azure Service Bus Data Sender"]: ("Azure Service Bus Data Sender", frozenset({"send"})),
+    ALLOWED_ROLES["Azure Service Bus Data Receiver"]: (
+        "Azure Service Bus Data Receiver",
+        frozenset({"receive"}),
+    ),
+    SERVICE_BUS_DATA_OWNER: ("Azure Service Bus Data Owner", frozenset({"send", "receive", "manage"})),
+}
+SUBMITTER_ROLE = ALLOWED_ROLES["Azure Service Bus Data Receiver"]
+
+# App Service Authentication (Microsoft.Web/sites/config 'authsettingsV2') whenever
+# frontEndClientId is set: every request needs a valid token, an unauthenticated one gets 401.
+EASY_AUTH_CONFIG = "authsettingsV2"
+EASY_AUTH_REQUIRED: dict[tuple[str, ...], object] = {
+    ("platform", "enabled"): True,
+    ("globalValidation", "requireAuthentication"): True,
+    ("globalValidation", "unauthenticatedClientAction"): "Return401",
+    ("identityProviders", "azureActiveDirectory", "enabled"): True,
+}
