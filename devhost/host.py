@@ -119,8 +119,10 @@ class Host:
         # Work outside the app that tests run in lock-step with the host (e.g. a scripted agent).
         self.extra_sources: list[ExtraSource] = []
         self.worker = Worker(self.app_dir)
-        # Invocations through the worker, per trigger type: what ran, for tests and the log.
+        # Invocations through the worker, per trigger type and per function: what ran, for tests
+        # and the log.
         self.invocations: Counter[str] = Counter()
+        self.invocations_by_function: Counter[str] = Counter()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -331,6 +333,7 @@ class Host:
         if client is not None:
             inputs.append(bindings.binding(client, bindings.durable_client(self.client_json())))
         self.invocations[spec.trigger_type] += 1
+        self.invocations_by_function[spec.name] += 1
         return await self.worker.invoke(spec.function_id, inputs, trigger_metadata)
 
     # --- timers (NCRONTAB) --------------------------------------------------------------------

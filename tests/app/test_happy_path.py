@@ -1,7 +1,9 @@
-"""The whole app on devhost: submission → starter → orchestration → agent → Processed."""
+"""The whole app on devhost: submission → claim and start → orchestration → agent → Processed."""
+
+from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import App, submission
+from tests.app.conftest import Answer, App, start_app, submission
 
 
 def test_an_order_is_processed_end_to_end(app: App) -> None:
@@ -15,3 +17,34 @@ def test_an_order_is_processed_end_to_end(app: App) -> None:
     assert app.agent.net_effect("order-1", "ChargePayment") == 1
     assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
     assert app.alerts() == []
+
+
+def test_a_new_order_starts_at_once_without_waiting_for_the_starter(loop, tmp_path, monkeypatch) -> None:
+    """The submission function claims and starts the first attempt itself: with the starter's
+    timer an hour away, the order still completes within seconds of virtual time."""
+    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_STARTER_SCHEDULE": "0 0 * * * *"})
+    try:
+        started = app.host.clock.now()
+        app.submit(submission("order-1"))
+        app.run_until_terminal("order-1")
+        assert app.record("order-1").ProcessState is ProcessState.PROCESSED
+        assert app.host.clock.now() - started < timedelta(seconds=5)
+        assert app.host.invocations_by_function["starter"] == 0
+    finally:
+        loop.run_until_complete(app.host.stop())
+
+
+def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, monkeypatch) -> None:
+    """The cap holds on the submission path too; the starter sweeps what it left Pending."""
+    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_MAX_IN_FLIGHT": "1"})
+    try:
+        app.agent.script = lambda request, asked: Answer("ok", delay=timedelta(seconds=3))
+        app.submit(submission("order-1"))
+        app.run_until(lambda: app.states.get("order-1") is not None)
+        app.submit(submission("order-2"))
+        app.run_until(lambda: app.states.get("order-2") is not None)
+        assert app.record("order-2").ProcessState is ProcessState.PENDING
+        app.run_until_terminal("order-1", "order-2")
+        assert app.record("order-2").Attempt == 1 and app.host.invocations_by_function["starter"] > 0
+    finally:
+        loop.run_until_complete(app.host.stop())
