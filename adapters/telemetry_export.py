@@ -1,6 +1,19 @@
 """Where telemetry goes, once per process: Azure Monitor when APPLICATIONINSIGHTS_CONNECTION_STRING
-is set (traces, metrics and logs, with Entra auth configured by the platform), else JSON-lines
-files under SAS_TELEMETRY_DIR when that is set, else nowhere (the API stays a no-op)."""
+is set (with Entra auth configured by the platform), else JSON-lines files under SAS_TELEMETRY_DIR
+when that is set, else nowhere (the API stays a no-op).
+
+Each row arrives once. The Function App runs inside the Functions host, which already sends every
+log record of the worker to Application Insights (its default Application Insights mode, with
+``operation_Name`` set to the function, which the "Supervisor errors" alert filters on). A
+second exporter in the worker would write each log row again, so there the worker exports only
+its own spans and metrics, which the host never sees. The agent (a Container App) has no host:
+it exports traces, metrics and logs. The host's own sampling must not drop what alerts count:
+host.json excludes Request, Exception and Trace from adaptive sampling (checked by
+tools/host_config.py). Why not the host's OpenTelemetry mode (``"telemetryMode":
+"OpenTelemetry"``): it is in preview, supports only HTTP, Service Bus and Event Hubs triggers (the
+Supervisor is a timer, activities are Durable), drops the portal's log stream and invocation
+traces, and changes the shape of the rows the alert query reads (Microsoft Learn, "Use
+OpenTelemetry with Azure Functions")."""
 
 import json
 import os
@@ -18,6 +31,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 _lock = threading.Lock()
 _configured = False
+
+# Services that run inside a Functions host, whose host ships their log records (see above).
+FUNCTIONS_HOSTED = frozenset({"function-app"})
+# The pinned distro (azure-monitor-opentelemetry 1.8.11) takes no working ``disable_logging``
+# argument: _get_configurations overwrites it from this variable, and "none" skips its logging
+# pipeline (no LoggerProvider, no handler on the root logger). An operator's own value is kept:
+# anything but "none" brings the worker's log exporter back, and with it every log row twice.
+LOGS_EXPORTER_VARIABLE = "OTEL_LOGS_EXPORTER"
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -39,8 +60,12 @@ class JsonLinesSpanExporter(SpanExporter):
         self._file.close()
 
 
-def configure(service: str) -> str:
-    """Set up exporters for this process; returns where telemetry goes. Safe to call repeatedly."""
+def configure(service: str, *, host_ships_logs: bool | None = None) -> str:
+    """Set up exporters for this process; returns where telemetry goes. Safe to call repeatedly.
+
+    ``host_ships_logs`` says a Functions host already sends this process's log records to
+    Application Insights; by default, whether ``service`` is in ``FUNCTIONS_HOSTED``.
+    """
     global _configured  # noqa: PLW0603 - providers are process-wide by design in OpenTelemetry
     with _lock:
         if _configured:
@@ -50,8 +75,13 @@ def configure(service: str) -> str:
         if os.environ.get("APPLICATIONINSIGHTS_CONNECTION_STRING"):
             from azure.monitor.opentelemetry import configure_azure_monitor  # noqa: PLC0415 - Azure only
 
+            hosted = service in FUNCTIONS_HOSTED if host_ships_logs is None else host_ships_logs
+            if hosted:
+                os.environ.setdefault(LOGS_EXPORTER_VARIABLE, "none")
             configure_azure_monitor(resource=resource)
-            return "Azure Monitor"
+            if hosted:
+                return "Azure Monitor (traces and metrics; the Functions host sends the logs)"
+            return "Azure Monitor (traces, metrics and logs)"
         directory = os.environ.get("SAS_TELEMETRY_DIR")
         if not directory:
             return "nowhere (set SAS_TELEMETRY_DIR or APPLICATIONINSIGHTS_CONNECTION_STRING)"
