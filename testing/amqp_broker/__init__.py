@@ -13,6 +13,9 @@ Supported, as Service Bus behaves:
 
 - send, single and batched (a batch is unpacked into its messages); send to an unknown entity
   or attach to one fails with ``amqp:not-found`` naming it;
+- the Standard tier's 256 KB message size: advertised as ``max-message-size`` on the sender's
+  link (the SDK sizes batches by it) and enforced on every transfer and scheduled message, which
+  is rejected with ``amqp:link:message-size-exceeded`` (the SDK's ``MessageSizeExceededError``);
 - receive in peek-lock (credit-based; competing receivers get distinct messages) and
   receive-and-delete; the lock token is the delivery tag; ``x-opt-locked-until``,
   ``x-opt-sequence-number``, ``x-opt-enqueued-time`` annotations and the header's delivery count
@@ -28,15 +31,23 @@ Supported, as Service Bus behaves:
   ``update-disposition`` (the SDK's fallback when the receive link is gone), ``schedule-message``
   and ``cancel-scheduled-message``; ``x-opt-scheduled-enqueue-time`` on a sent message;
 - duplicate detection by MessageId within the queue's window (the duplicate is accepted and
-  dropped); message TTL (the header's, capped by DefaultMessageTimeToLive) with
-  DeadLetteringOnMessageExpiration.
+  dropped); message TTL (the header's, capped by DefaultMessageTimeToLive, counted from the
+  enqueued time, not while locked) with DeadLetteringOnMessageExpiration (else dropped);
+- queue properties refused at start-up, naming queue and property, where Azure Standard refuses
+  them: LockDuration PT5S..PT5M, MaxDeliveryCount 1..2147483647,
+  DuplicateDetectionHistoryTimeWindow PT20S..P7D, DefaultMessageTimeToLive at least PT1S
+  (``limits`` has the sources).
+
+Timers run on ``Broker.clock``; ``Broker.advance(seconds)`` moves it forward and runs them, so
+tests let a lock, a TTL or a duplicate window run out without sleeping.
 
 Deliberately not supported: sessions, topics and subscriptions, transactions, defer and
-receive-by-sequence-number, auto-forwarding, partitioning, message size limits, authorisation,
+receive-by-sequence-number, auto-forwarding, partitioning, queue size quotas, authorisation,
 TLS, persistence. Config.json entities that need them are refused at start-up.
 """
 
+from testing.amqp_broker.clock import Clock
 from testing.amqp_broker.config import QueueSettings, load_queues
 from testing.amqp_broker.server import Broker, start_broker
 
-__all__ = ["Broker", "QueueSettings", "load_queues", "start_broker"]
+__all__ = ["Broker", "Clock", "QueueSettings", "load_queues", "start_broker"]

@@ -82,10 +82,12 @@ def unpack_batch(payload: bytes) -> list[bytes]:
     """The messages of one transfer: one, or each message of a batch.
 
     The SDK sends a batch with message format 0x80013700: a body of data sections that each hold
-    an encoded message, under the first message's properties. Proton's Python API does not expose
-    the message format, so a batch is recognised by that shape: every body section is a data
-    section holding a whole AMQP message, and the envelope's properties, if any, are the first
-    message's. A single message has that shape only if its body is an encoded copy of itself.
+    an encoded message, under an envelope that repeats the first message's message-id and
+    group-id (no other property: not its TTL's creation and expiry times, for one). Proton's Python
+    API does not expose the message format, so a batch is recognised by that shape: every body
+    section is a data section holding a whole AMQP message, and every property the envelope sets
+    is the first message's. A single message has that shape only if its body is itself an
+    encoded AMQP message carrying the same ids.
     """
     sections = split_sections(payload)
     bodies = [s for s in sections if s.code in _BODY]
@@ -98,8 +100,10 @@ def unpack_batch(payload: bytes) -> list[bytes]:
         return [payload]
     if not all(any(s.code in _BODY for s in message) for message in parsed):
         return [payload]
-    envelope = [s.raw for s in sections if s.code == PROPERTIES]
-    if envelope and envelope != [s.raw for s in parsed[0] if s.code == PROPERTIES]:
+    envelope = next((s.value for s in sections if s.code == PROPERTIES), None) or []
+    first = next((s.value for s in parsed[0] if s.code == PROPERTIES), None) or []
+    first = [*first, *[None] * (len(envelope) - len(first))]
+    if any(value is not None and value != first[i] for i, value in enumerate(envelope)):
         return [payload]
     return inner
 

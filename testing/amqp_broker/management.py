@@ -5,7 +5,6 @@ properties; the SDK matches replies to requests by that id. CBS uses ``status-co
 management node ``statusCode`` (and ``errorCondition`` when it fails), as Service Bus does.
 """
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, Message, symbol
 
 from testing.amqp_broker import codec
-from testing.amqp_broker.store import BrokerError, Store
+from testing.amqp_broker.store import BrokerError, Store, check_size
 
 _DISPOSITION_COMPLETED = "completed"
 _DISPOSITION_ABANDONED = "abandoned"
@@ -30,7 +29,7 @@ def cbs_reply(request: Message) -> Message:
     return Message(correlation_id=request.id, properties={"status-code": 200, "status-description": "OK"})
 
 
-def management_reply(store: Store, entity: str, request: Message) -> Message:
+def management_reply(store: Store, entity: str, request: Message, now: float) -> Message:
     properties: dict[Any, Any] = dict(request.properties or {})
     operation = str(properties.get("operation", ""))
     handler = _OPERATIONS.get(operation)
@@ -39,7 +38,7 @@ def management_reply(store: Store, entity: str, request: Message) -> Message:
             raise BrokerError("amqp:not-implemented", f"the test broker does not implement {operation!r}")
         if not isinstance(request.body, dict):
             raise BrokerError("amqp:decode-error", f"{operation}: the request body must be a map")
-        status, body = handler(store, entity, request.body, time.time())
+        status, body = handler(store, entity, request.body, now)
     except BrokerError as error:
         status_code = {"amqp:not-found": 404, "com.microsoft:message-lock-lost": 410}.get(
             error.condition, 400
@@ -103,9 +102,12 @@ def _update_disposition(store: Store, entity: str, body: dict[str, Any], now: fl
 
 
 def _schedule(store: Store, entity: str, body: dict[str, Any], now: float) -> _Result:
+    messages = [bytes(item["message"]) for item in body.get("messages", [])]
+    for message in messages:  # all or none: a message over the limit schedules nothing
+        check_size(message)
     numbers = []
-    for item in body.get("messages", []):
-        number = store.send(entity, bytes(item["message"]), now)
+    for message in messages:
+        number = store.send(entity, message, now)
         # A duplicate is dropped; Service Bus still answers, so the sender cannot tell.
         numbers.append(number if number is not None else 0)
     return 200, {"sequence-numbers": _array(Data.LONG, numbers)}

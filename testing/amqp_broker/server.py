@@ -6,7 +6,6 @@ Everything proton is touched on the container's thread only; other threads reach
 
 import logging
 import threading
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -19,9 +18,10 @@ from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from testing.amqp_broker import codec, management
+from testing.amqp_broker import codec, limits, management
+from testing.amqp_broker.clock import Clock
 from testing.amqp_broker.config import QueueSettings, load_queues
-from testing.amqp_broker.store import DEAD_LETTER_SUFFIX, BrokerError, Store, not_found
+from testing.amqp_broker.store import DEAD_LETTER_SUFFIX, BrokerError, Store, check_size, not_found
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +47,10 @@ class _Role:
 
 
 class _BrokerHandler(Handler):
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         super().__init__()
         self.store = store
+        self.clock = clock
         self.acceptor: Acceptor | None = None
         self.container: Container | None = None
         self._roles: dict[Link, _Role] = {}
@@ -64,10 +65,20 @@ class _BrokerHandler(Handler):
         event.container.schedule(TICK, self)
 
     def on_timer_task(self, event: Event) -> None:
-        self.store.sweep(time.time())
+        self._run_timers()
+        event.container.schedule(TICK, self)
+
+    def on_broker_sweep(self, event: Event) -> None:
+        """``Broker.advance``: the clock moved; run the timers now and say so."""
+        self._run_timers()
+        done = getattr(event, "subject", None)
+        if isinstance(done, threading.Event):
+            done.set()
+
+    def _run_timers(self) -> None:
+        self.store.sweep(self.clock.now())
         for entity in list(self._consumers):
             self._pump(entity)
-        event.container.schedule(TICK, self)
 
     def on_broker_stop(self, event: Event) -> None:
         if self.acceptor is not None:
@@ -144,6 +155,10 @@ class _BrokerHandler(Handler):
             link.close()
             return
         self._roles[link] = role
+        if role.kind == "producer":
+            # Service Bus tells a sender its entity's size limit on attach; the SDK sizes batches
+            # by it (a batch over it fails client-side with MessageSizeExceededError).
+            link.max_message_size = limits.MAX_MESSAGE_SIZE
         link.open()
         if link.is_receiver:
             link.flow(CREDIT)
@@ -200,8 +215,9 @@ class _BrokerHandler(Handler):
         link.advance()
         try:
             if role.kind == "producer":
+                check_size(payload)
                 for message in codec.unpack_batch(payload):
-                    self.store.send(role.address, message, time.time())
+                    self.store.send(role.address, message, self.clock.now())
             else:
                 self._request(delivery, role, payload)
             delivery.update(Disposition.ACCEPTED)
@@ -221,7 +237,8 @@ class _BrokerHandler(Handler):
         if role.kind == "cbs":
             reply = management.cbs_reply(request)
         else:
-            reply = management.management_reply(self.store, role.address.removesuffix(_MANAGEMENT), request)
+            entity = role.address.removesuffix(_MANAGEMENT)
+            reply = management.management_reply(self.store, entity, request, self.clock.now())
         sender = self._replies.get((delivery.link.session, role.address))
         if sender is None:
             raise BrokerError("amqp:precondition-failed", f"no reply link attached from {role.address}")
@@ -243,7 +260,7 @@ class _BrokerHandler(Handler):
                 return
             for link in ready:
                 role = self._roles[link]
-                lease = self.store.take(entity, time.time(), lock=not role.receive_and_delete)
+                lease = self.store.take(entity, self.clock.now(), lock=not role.receive_and_delete)
                 if lease is None:
                     for waiting in consumers:
                         if waiting.drain_mode:
@@ -264,7 +281,7 @@ class _BrokerHandler(Handler):
     def _settle(self, delivery: Delivery, role: _Role) -> None:
         entity, token = self._leases.pop(delivery)
         outcome = delivery.remote_state
-        now = time.time()
+        now = self.clock.now()
         try:
             if outcome == Disposition.ACCEPTED:
                 self.store.complete(entity, token, now)
@@ -327,10 +344,13 @@ def _dead_letter_reason(delivery: Delivery) -> tuple[str, str]:
 class Broker:
     """A running broker. ``stop()`` (or leaving the ``with`` block) shuts it down."""
 
-    def __init__(self, queues: list[QueueSettings], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, queues: list[QueueSettings], host: str = "127.0.0.1", port: int = 0, clock: Clock | None = None
+    ) -> None:
         self.host = host
+        self.clock = clock or Clock()
         self.store = Store(queues)
-        self._handler = _BrokerHandler(self.store)
+        self._handler = _BrokerHandler(self.store, self.clock)
         self._container = Container(self._handler)
         self._handler.container = self._container
         self._injector = EventInjector()
@@ -355,6 +375,15 @@ class Broker:
             "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
         )
 
+    def advance(self, seconds: float, timeout: float = 5.0) -> None:
+        """Move the broker's clock forward and run its timers (lock expiry, TTL, scheduled
+        messages) before returning, so a test need not sleep through a lock or a window."""
+        self.clock.advance(seconds)
+        done = threading.Event()
+        self._injector.trigger(ApplicationEvent("broker_sweep", subject=done))
+        if not done.wait(timeout):
+            raise TimeoutError("the broker did not run its timers")
+
     def queue_depth(self, queue: str) -> int:
         """Messages in the queue, locked and scheduled ones included."""
         return self.store.depth(entity_of(queue))
@@ -378,6 +407,8 @@ class Broker:
         self.stop()
 
 
-def start_broker(config_path: Path | str, host: str = "127.0.0.1", port: int = 0) -> Broker:
+def start_broker(
+    config_path: Path | str, host: str = "127.0.0.1", port: int = 0, clock: Clock | None = None
+) -> Broker:
     """A broker for the queues in an emulator ``Config.json``, listening once this returns."""
-    return Broker(load_queues(Path(config_path)), host=host, port=port)
+    return Broker(load_queues(Path(config_path)), host=host, port=port, clock=clock)

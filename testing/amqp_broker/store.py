@@ -2,7 +2,8 @@
 
 Nothing here knows about connections or links: the AMQP side calls these methods on the reactor
 thread, and tests may read depths from any thread, so every public method takes the one lock.
-Times are ``time.time()`` seconds because lock expiries travel to clients as wall-clock stamps.
+Times are the broker's clock (``clock.Clock``): wall-clock seconds, as lock expiries travel to
+clients as wall-clock stamps, plus whatever a test moved it forward by.
 """
 
 import heapq
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from testing.amqp_broker import codec
+from testing.amqp_broker import codec, limits
 from testing.amqp_broker.config import QueueSettings
 
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
@@ -38,6 +39,17 @@ def lock_lost(entity: str) -> BrokerError:
         "com.microsoft:message-lock-lost",
         f"The lock supplied is invalid: it expired, or the message was already settled ({entity}).",
     )
+
+
+def check_size(payload: bytes) -> None:
+    """Refuse a message over the Standard tier's limit as Service Bus does. What counts is the
+    whole transfer: every section of the message, and a batch as one message."""
+    if len(payload) > limits.MAX_MESSAGE_SIZE:
+        raise BrokerError(
+            limits.MESSAGE_SIZE_EXCEEDED,
+            f"The received message (size:{len(payload)} bytes) exceeds the limit "
+            f"({limits.MAX_MESSAGE_SIZE} bytes) currently allowed on the link.",
+        )
 
 
 @dataclass

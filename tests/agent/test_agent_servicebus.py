@@ -35,7 +35,7 @@ class BrokerRig:
             {
                 "AGENT_BACKOFF_INITIAL_SECONDS": 0.02,
                 "AGENT_BACKOFF_MAX_SECONDS": 0.1,
-                "AGENT_CALL_TIMEOUT_SECONDS": 5,
+                "AGENT_CALL_TIMEOUT_SECONDS": 10,
                 "AGENT_REMOTE_URL": f"http://127.0.0.1:{port}",
             }
         )
@@ -45,7 +45,7 @@ class BrokerRig:
         messaging = ServiceBusAgentMessaging(
             AsyncServiceBusClient.from_connection_string(self.broker.connection_string), REQUESTS, REPLIES
         )
-        return Agent(self.settings, messaging, RemoteService(self.settings.remote_url, 5))
+        return Agent(self.settings, messaging, RemoteService(self.settings.remote_url, 10))
 
     def request(self, order_id: str, *, body: str | None = None) -> AgentRequest:
         request = AgentRequest(
@@ -92,7 +92,7 @@ def rig(
 ) -> Iterator[BrokerRig]:
     broker = servicebus_broker_with(
         {
-            REQUESTS: {"MaxDeliveryCount": 2, "LockDuration": "PT1S"},
+            REQUESTS: {"MaxDeliveryCount": 2, "LockDuration": "PT5S"},  # the shortest Azure allows
             REPLIES: {"MaxDeliveryCount": 5, "LockDuration": "PT30S"},
         }
     )
@@ -128,9 +128,9 @@ def test_a_malformed_request_is_dead_lettered_on_service_bus_with_a_reason(rig: 
 
 
 def test_the_lock_is_renewed_on_service_bus_while_a_slow_call_runs(rig: BrokerRig) -> None:
-    """A 1 s lock and a 3 s call: without renewal the request would be redelivered to the
+    """A 5 s lock (Azure's minimum) and a 7 s call: without renewal the request would be redelivered to the
     second agent, which would call the service again."""
-    rig.app[SIMULATOR].profile = FaultProfile.model_validate({"latency_ms": (3000, 3000)})
+    rig.app[SIMULATOR].profile = FaultProfile.model_validate({"latency_ms": (7000, 7000)})
     first, second = rig.agent(), rig.agent()
     try:
         rig.request("o-1")

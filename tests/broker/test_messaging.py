@@ -88,6 +88,30 @@ def test_batch_send_arrives_as_separate_messages_in_order(servicebus_broker_with
     assert broker.queue_depth("q") == 0
 
 
+def test_a_batch_of_messages_with_time_to_live_is_still_unpacked(
+    servicebus_broker_with: BrokerFactory,
+) -> None:
+    """A TTL gives the first message creation and expiry times that the batch's envelope does not
+    repeat (it carries the first message-id only); the batch is still a batch."""
+    broker = servicebus_broker_with({"q": PLAIN})
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("q") as sender:
+            sender.send_messages(
+                [
+                    ServiceBusMessage(f"b-{i}", message_id=f"b-{i}", time_to_live=timedelta(minutes=5))
+                    for i in range(3)
+                ]
+            )
+        assert broker.queue_depth("q") == 3
+        with client.get_queue_receiver("q") as receiver:
+            received = receive_until(receiver, 3)
+            for message in received:
+                receiver.complete_message(message)
+    assert [(m.message_id, m.time_to_live) for m in received] == [
+        (f"b-{i}", timedelta(minutes=5)) for i in range(3)
+    ]
+
+
 def test_receive_and_delete_removes_on_delivery(servicebus_broker_with: BrokerFactory) -> None:
     broker = servicebus_broker_with({"q": PLAIN})
     with ServiceBusClient.from_connection_string(broker.connection_string) as client:

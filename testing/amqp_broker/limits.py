@@ -1,0 +1,48 @@
+"""The Azure Service Bus **Standard tier** limits the broker enforces, with where each comes from.
+
+The broker stands in for a Standard namespace, so a message or a queue definition that Azure would
+refuse is refused here too, with the error Azure gives. These are Azure's limits, not the Service
+Bus *emulator's* (which are narrower and are checked elsewhere).
+"""
+
+from datetime import timedelta
+
+# Maximum message size, Standard tier: 256 KB, counted over the whole encoded AMQP message
+# (header, annotations, properties, application properties and body), which is what the service
+# compares with the link's limit. Quotas:
+# https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas
+# The service advertises it as max-message-size on the attach of a sender's link (262144: see the
+# attach frames in https://github.com/vcabbage/amqp/issues/56), and rejects a larger transfer with
+# amqp:link:message-size-exceeded, "The received message (delivery-id:…, size:… bytes) exceeds the
+# limit (262144 bytes) currently allowed on the link." (the disposition in
+# https://github.com/Azure/azure-sdk-for-python/issues/5286 and the error in
+# https://github.com/Azure/azure-sdk-for-python/issues/37916).
+MAX_MESSAGE_SIZE = 256 * 1024
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+
+# Queue properties: the remarks of Azure.Messaging.ServiceBus.Administration.QueueProperties
+# (https://github.com/Azure/azure-docs-sdk-dotnet/blob/master/xml/Azure.Messaging.ServiceBus.Administration/QueueProperties.xml,
+# published under https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties).
+#
+# LockDuration: "Max value is 5 minutes. Default value is 60 seconds." (also
+# https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.createqueueoptions.lockduration).
+# The 5-second floor is the Azure portal's minimum
+# (https://github.com/Azure/azure-sdk-for-node/issues/1747); the data plane has been seen to take
+# less (https://github.com/Azure/azure-service-bus/issues/22), so this floor is the conservative,
+# documented one.
+LOCK_DURATION = (timedelta(seconds=5), timedelta(minutes=5))
+
+# MaxDeliveryCount: "Default value is 10. Minimum value is 1."; the property is an Int32, so
+# 2147483647 is the most it can hold.
+MAX_DELIVERY_COUNT = (1, 2**31 - 1)
+
+# DuplicateDetectionHistoryTimeWindow: "Max value is 7 days and minimum is 20 seconds." (also
+# https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties.duplicatedetectionhistorytimewindow).
+DUPLICATE_DETECTION_WINDOW = (timedelta(seconds=20), timedelta(days=7))
+
+# DefaultMessageTimeToLive: "Default value is TimeSpan.MaxValue", so the broker sets no maximum.
+# It must be a positive duration; the broker asks for at least a second, the resolution
+# azure-servicebus sends a message's time-to-live in (whole seconds). The entity default is also
+# the ceiling for a message's own TTL, and expiry counts from the enqueued time:
+# https://learn.microsoft.com/azure/service-bus-messaging/message-expiration
+DEFAULT_MESSAGE_TTL_MIN = timedelta(seconds=1)
