@@ -3,7 +3,8 @@
 ``servicebus_broker``: one broker process per test session (per xdist worker) with the repo's
 ``servicebus/Config.json`` queues; yields its ``connection_string`` and ``port``.
 ``servicebus_broker_with``: a factory for an in-process broker with queues of the test's own
-(locks and duplicate windows as short as Azure allows), which also offers ``queue_depth``/``dead_letter_depth``.
+(locks and duplicate windows as short as Azure allows), which also offers ``queue_depth`` and
+``dead_letter_depth``.
 """
 
 import importlib.util
