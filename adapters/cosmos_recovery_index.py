@@ -22,6 +22,8 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
+from adapters.cosmos_queries import DUE as _DUE
+from adapters.cosmos_queries import FIRST_BUCKET as _FIRST_BUCKET
 from adapters.cosmos_state_store import first_page
 from domain.ports import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
 from domain.timestamps import format_ts, parse_ts
@@ -32,13 +34,6 @@ CONTAINER = "recoveryIndex"
 _CURSOR_PARTITION = "cursor"
 _CURSOR_ID = "cursor"
 _CURSOR_ATTEMPTS = 5
-
-# The cursor's partition name sorts after every timestamp, so this range never includes it.
-_FIRST_BUCKET = "SELECT TOP 1 c.Bucket FROM c WHERE c.Bucket >= @start AND c.Bucket <= @end ORDER BY c.Bucket"
-_DUE = (
-    "SELECT c.OrderID, c.CompleteBy FROM c WHERE c.Bucket = @bucket AND c.CompleteBy < @now"
-    " ORDER BY c.CompleteBy"
-)
 
 
 class _Charges:

@@ -18,6 +18,11 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
+from adapters.cosmos_queries import CLAIMABLE as _CLAIMABLE
+from adapters.cosmos_queries import EXPIRED as _EXPIRED
+from adapters.cosmos_queries import IN_STATE as _IN_STATE
+from adapters.cosmos_queries import NOTICES as _NOTICES
+from adapters.cosmos_queries import count_in_states as _count_in_states
 from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Stored
 from domain.record import StateRecord, from_document, to_document
@@ -26,17 +31,6 @@ from domain.timestamps import format_ts
 
 PARTITION_KEY_PATH = "/OrderID"
 CONTAINER = "orderState"
-
-_EXPIRED = (
-    "SELECT * FROM c WHERE c.CompleteBy >= @windowStart AND c.CompleteBy < @now"
-    " AND (c.ProcessState = 'Processing' OR c.ProcessState = 'Compensating') ORDER BY c.CompleteBy"
-)
-_CLAIMABLE = (
-    "SELECT TOP @limit * FROM c WHERE c.ProcessState = 'Pending' AND IS_NULL(c.LockedBy)"
-    " AND (IS_NULL(c.NotBefore) OR c.NotBefore <= @now) ORDER BY c.CreatedAt"
-)
-_IN_STATE = "SELECT TOP @limit * FROM c WHERE c.ProcessState = @state ORDER BY c.OrderID"
-_NOTICES = "SELECT TOP @limit * FROM c WHERE c.NoticePending = true ORDER BY c.OrderID"
 
 
 def first_page(
@@ -135,7 +129,7 @@ class CosmosStateStore:
         if not states:
             return 0
         names = [f"@s{n}" for n in range(len(states))]
-        query = f"SELECT VALUE COUNT(1) FROM c WHERE c.ProcessState IN ({', '.join(names)})"
+        query = _count_in_states(names)
         parameters = dict(zip(names, sorted(s.value for s in states), strict=True))
         return int(sum(self._query(query, parameters, 1000)))  # type: ignore[arg-type]
 
