@@ -1,6 +1,12 @@
-// Log Analytics + workspace-based Application Insights with local (instrumentation-key)
-// authentication disabled: telemetry is accepted only with an Entra token, so the identities
-// that send it get Monitoring Metrics Publisher on the component (rbac.bicep).
+// Log Analytics + workspace-based Application Insights, both with local authentication off:
+// - the component (DisableLocalAuth): telemetry is accepted only with an Entra token, so the
+//   identities that send it get Monitoring Metrics Publisher on the component (rbac.bicep);
+// - the workspace (features.disableLocalAuth, API 2020-10-01 and later): its shared keys
+//   authorise nothing, so no agent or Data Collector API call can write with them
+//   (https://learn.microsoft.com/azure/azure-monitor/logs/azure-ad-authentication-logs). Nothing
+//   here uses them: the component writes through Azure Monitor, the Container Apps environment
+//   sends its logs through a diagnostic setting (destination 'azure-monitor', containerapp.bicep),
+//   and queries (the portal, the log alert in alerts.bicep) are authorised by Azure RBAC.
 
 @description('Name of the Log Analytics workspace.')
 param logAnalyticsName string
@@ -29,6 +35,7 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
     }
     retentionInDays: retentionInDays
     features: {
+      disableLocalAuth: true
       enableLogAccessUsingOnlyResourcePermissions: true
     }
   }

@@ -4,9 +4,9 @@
 // |-----------------|--------------------------------------------|----------------------------------|
 // | app             | host storage account                       | Storage Blob Data Owner, Storage Queue Data Contributor, Storage Table Data Contributor (Functions host, Durable task hub, timer locks, leader lease, deployment package) |
 // | app             | table compensationlog (data account)       | Storage Table Data Contributor   |
-// | app             | queue orders                               | Data Receiver (trigger, dead-letter) + Data Sender (front end POST /api/orders) |
+// | app             | queue orders                               | Data Receiver (trigger, dead-letter) + Data Sender (front end POST /api/orders) + Data Owner (scaling, below) |
 // | app             | queue agent-requests                       | Data Sender                      |
-// | app             | queue agent-replies                        | Data Receiver                    |
+// | app             | queue agent-replies                        | Data Receiver (trigger) + Data Owner (scaling, below) |
 // | app             | queue operator-alerts                      | Data Sender                      |
 // | app             | each queue status-<app>                    | Data Sender                      |
 // | app             | Cosmos DB database (data plane)            | Cosmos DB Built-in Data Contributor |
@@ -15,6 +15,18 @@
 // | agent           | queue agent-replies                        | Data Sender                      |
 // | agent           | container registry                         | AcrPull                          |
 // | submitting app  | its own queue status-<name>                | Data Receiver (the only receiver, E16); nothing else |
+//
+// Data Owner, only on the two queues the Function App's Service Bus triggers read (orders,
+// agent-replies), only for its identity: on Flex Consumption the app is scaled by the Service Bus
+// extension's target-based scaler, which reads each trigger queue's active message count with the
+// administration client (GetQueueRuntimePropertiesAsync). That needs Service Bus's Manage right,
+// which among built-in roles only Data Owner has; with Receiver alone the scaler gets "Unauthorized"
+// and scaling "reverts to incremental scale" (one instance at a time, from peeked messages):
+// https://learn.microsoft.com/azure/azure-functions/functions-target-based-scaling#service-bus-queues-and-topics
+// https://github.com/Azure/azure-sdk-for-net/blob/main/sdk/servicebus/Microsoft.Azure.WebJobs.Extensions.ServiceBus/src/Listeners/ServiceBusMetricsProvider.cs
+// Scoped to the queue, Data Owner also lets the app change or delete that queue; nothing else gets
+// it (python -m tools.iac: tools/iac/trigger_roles.py). Receiver stays: it is the trigger's own
+// right, and it keeps the trigger working if Data Owner is ever removed. infra/README.md has more.
 //
 // Submitting apps send nothing to Service Bus: they post orders to the front end over HTTP
 // (App Service Authentication, functionapp.bicep), and the Function App is the only sender to
@@ -73,6 +85,7 @@ var roles = {
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
   serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
   acrPull: '7f951dda-4ed3-4680-a7ca-43fe172d538d'
 }
@@ -211,6 +224,17 @@ resource appOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   }
 }
 
+// Target-based scaling reads the orders queue's length (Manage): see the header.
+resource appOrdersScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataOwner)
+  scope: ordersQueue
+  properties: {
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
+  }
+}
+
 resource appAgentRequestsSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(agentRequestsQueue.id, appPrincipalId, roles.serviceBusDataSender)
   scope: agentRequestsQueue
@@ -228,6 +252,17 @@ resource appAgentRepliesReceiver 'Microsoft.Authorization/roleAssignments@2022-0
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+  }
+}
+
+// Target-based scaling reads the agent-replies queue's length (Manage): see the header.
+resource appAgentRepliesScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(agentRepliesQueue.id, appPrincipalId, roles.serviceBusDataOwner)
+  scope: agentRepliesQueue
+  properties: {
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
   }
 }
 

@@ -3,9 +3,15 @@
 // queue-scoped roles (rbac.bicep).
 //
 // The queues and their properties mirror servicebus/Config.json (the Service Bus emulator's
-// configuration for `func start`) exactly; the offline checks compare the two.
-// - Duplicate detection for 10 minutes: every sender sets a stable MessageId (the order ID, the
-//   request ID, "<order>:<status>"), so a retried send inside the retry budget is dropped.
+// configuration for `func start`); the offline checks compare the two. Two properties differ on
+// purpose, because the emulator refuses to start with Azure's values: Config.json holds the
+// emulator's maximum where the value here is beyond it (tools/iac/emulator.py EMULATOR_CLAMPED):
+// defaultMessageTimeToLive at most PT1H and duplicateDetectionHistoryTimeWindow at most PT5M
+// (https://github.com/Azure/azure-service-bus-emulator-installer/blob/main/ServiceBus-Emulator/Schema/Config-schema.json).
+// Every other property is the same in both.
+// - Duplicate detection for 10 minutes (5 in the emulator): every sender sets a stable MessageId
+//   (the order ID, the request ID, "<order>:<status>"), so a retried send inside the retry budget
+//   is dropped.
 // - agent-requests MaxDeliveryCount 2 must equal SAS_AGENT_REQUEST_MAX_DELIVERIES (functionapp.bicep).
 // - orders MaxDeliveryCount 5 must equal SAS_ORDERS_MAX_DELIVERIES: on the last delivery the app
 //   dead-letters a failing submission itself, with the error and an operator alert.

@@ -47,7 +47,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
         )
     },
 }
-WITH_DURABLE_CLIENT = {"starter", "agent_reply"}
+WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order"}
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def test_200_orders_through_real_agents_and_a_flaky_service(tmp_path: Path) -> N
     stack = Stack(tmp_path, agents=2, profile=profile, settings={"SAS_MAX_IN_FLIGHT": "60"}).start()
     try:
         ids = [f"e-{n:03d}" for n in range(200)]
-        stack.submit([submission(i, app="app-a" if n % 2 else "status-app-b") for n, i in enumerate(ids)])
+        stack.submit([submission(i, app="app-a" if n % 2 else "app-b") for n, i in enumerate(ids)])
         records = stack.wait_terminal(ids, timeout=300)
         ledger = stack.ledger("e-")
     finally:

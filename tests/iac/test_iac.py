@@ -235,6 +235,18 @@ def test_a_password_parameter_fails(root: Path, clean: Path) -> None:
             "azureADOnlyAuthentication: false",
             "azureADOnlyAuthentication",
         ),
+        (
+            "Microsoft.OperationalInsights/workspaces",
+            "disableLocalAuth: true",
+            "disableLocalAuth: false",
+            "properties.features.disableLocalAuth is False",
+        ),
+        (
+            "Microsoft.Insights/components",
+            "DisableLocalAuth: true",
+            "DisableLocalAuth: false",
+            "properties.DisableLocalAuth is False",
+        ),
     ],
 )
 def test_local_authentication_fails(
@@ -242,6 +254,39 @@ def test_local_authentication_fails(
 ) -> None:
     edit(declaring(root, resource_type), old, new)
     assert_fails(root, needle, "must be", clean=clean)
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("resource_type", "line", "needle"),
+    [
+        (
+            "Microsoft.OperationalInsights/workspaces",
+            r"^\s*disableLocalAuth: true",
+            "features.disableLocalAuth",
+        ),
+        ("Microsoft.Insights/components", r"^\s*DisableLocalAuth: true", "properties.DisableLocalAuth"),
+    ],
+)
+def test_monitoring_local_authentication_removed_fails(
+    root: Path, clean: Path, resource_type: str, line: str, needle: str
+) -> None:
+    delete_line(declaring(root, resource_type), line)
+    assert_fails(root, needle, "is not set, must be true", clean=clean)
+
+
+@needs_bicep
+def test_container_apps_logs_with_the_workspace_key_fail(root: Path, clean: Path) -> None:
+    """The 'log-analytics' destination takes the workspace's shared key, which local auth off rejects."""
+    path = declaring(root, "Microsoft.App/managedEnvironments")
+    edit(
+        path,
+        "destination: 'azure-monitor'",
+        "destination: 'log-analytics'\n      logAnalyticsConfiguration: {\n        customerId: 'x'\n"
+        "        sharedKey: 'y'\n      }",
+    )
+    assert_fails(root, path.name, 'appLogsConfiguration.destination is "log-analytics"', clean=clean)
+    assert_fails(root, path.name, "'sharedKey': a Log Analytics workspace shared key", clean=clean)
 
 
 # --- roles -----------------------------------------------------------------------------------
@@ -262,6 +307,94 @@ def test_a_role_outside_the_allow_list_fails(root: Path, clean: Path) -> None:
 def test_a_role_assignment_without_principal_type_fails(root: Path, clean: Path) -> None:
     delete_line(infra_file(root, "principalType:"), r"^\s*principalType:")
     assert_fails(root, "does not set principalType", clean=clean)
+
+
+# --- Service Bus trigger queues: Data Owner for target-based scaling, nowhere else -----------------
+
+SB_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"  # Azure Service Bus Data Owner
+SB_RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"  # Azure Service Bus Data Receiver
+EXTRA_OWNER = """
+resource extraOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {{
+  name: guid({scope}.id, {principal}, 'extra')
+  scope: {scope}
+  properties: {{
+    principalId: {principal}
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', '{role}')
+  }}
+}}
+"""
+
+
+def app_roles_file(root: Path) -> Path:
+    """The module that assigns the Function App's and the agent's roles."""
+    return infra_file(root, "param appPrincipalId ", "param agentPrincipalId ")
+
+
+@needs_bicep
+def test_the_function_app_needs_data_owner_on_its_trigger_queues(root: Path, clean: Path) -> None:
+    """Data Owner turned into Receiver: target-based scaling could not read the queues' length."""
+    edit(infra_file(root, SB_DATA_OWNER), SB_DATA_OWNER, SB_RECEIVER, count=99)
+    for queue, function in (("orders", "submit_order"), ("agent-replies", "agent_reply")):
+        assert_fails(
+            root,
+            "function_app.py",
+            f"holds no Azure Service Bus Data Owner on queue '{queue}', which {function} reads",
+            "target-based scaling",
+            clean=clean,
+        )
+
+
+@needs_bicep
+def test_the_function_app_needs_data_receiver_on_its_trigger_queues(root: Path, clean: Path) -> None:
+    path = app_roles_file(root)
+    text = path.read_text()
+    match = re.search(r"scope: agentRepliesQueue\n(.*\n){3}.*roles\.serviceBusDataReceiver\)", text)
+    if match is None:
+        pytest.fail("no Receiver on agentRepliesQueue in the roles module: update this test")
+    path.write_text(
+        text.replace(match.group(0), match.group(0).replace("agentRepliesQueue", "agentRequestsQueue"))
+    )
+    assert_fails(
+        root,
+        "holds no Azure Service Bus Data Receiver on queue 'agent-replies', which agent_reply reads",
+        clean=clean,
+    )
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("scope", "principal", "needle"),
+    [
+        ("namespace", "appPrincipalId", "to the identity of the Function App 'app' on namespace"),
+        (
+            "operatorAlertsQueue",
+            "appPrincipalId",
+            "to the identity of the Function App 'app' on queue 'operator-alerts'",
+        ),
+        (
+            "agentRequestsQueue",
+            "agentPrincipalId",
+            "to an identity other than the Function App's on queue 'agent-requests'",
+        ),
+        ("ordersQueue", "agentPrincipalId", "to an identity other than the Function App's on queue 'orders'"),
+    ],
+)
+def test_data_owner_anywhere_else_fails(
+    root: Path, clean: Path, scope: str, principal: str, needle: str
+) -> None:
+    path = app_roles_file(root)
+    path.write_text(
+        path.read_text() + EXTRA_OWNER.format(scope=scope, principal=principal, role=SB_DATA_OWNER)
+    )
+    assert_fails(
+        root,
+        path.name,
+        "role assignment 'extraOwner' grants Azure Service Bus Data Owner",
+        needle,
+        "allowed only to the Function App's identity",
+        clean=clean,
+    )
 
 
 # --- Bicep wiring ----------------------------------------------------------------------------
@@ -336,10 +469,104 @@ def test_a_queue_missing_from_the_emulator_config_fails(root: Path, clean: Path)
 
 
 @needs_bicep
-def test_emulator_and_bicep_queue_properties_must_agree(root: Path, clean: Path) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "needles"),
+    [
+        (
+            '"LockDuration": "PT1M"',
+            '"LockDuration": "PT2M"',
+            ('LockDuration is "PT2M" here but lockDuration',),
+        ),
+        (
+            '"RequiresSession": false',
+            '"RequiresSession": true',
+            ("RequiresSession is true here but requiresSession",),
+        ),
+    ],
+)
+def test_emulator_and_bicep_queue_properties_must_agree(
+    root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]
+) -> None:
+    """A property outside tools/iac/emulator.py EMULATOR_CLAMPED that differs fails, though the
+    emulator accepts the value."""
+    edit(root / "servicebus" / "Config.json", old, new)
+    assert_fails(root, "servicebus/Config.json", *needles, "only those in", clean=clean)
+
+
+def emulator_queue(root: Path, name: str) -> tuple[Path, str]:
+    """Config.json and the line that declares this queue."""
     config = root / "servicebus" / "Config.json"
-    edit(config, '"LockDuration": "PT1M"', '"LockDuration": "PT2M"')
-    assert_fails(root, "servicebus/Config.json", "LockDuration", "lockDuration", clean=clean)
+    line = next((row for row in config.read_text().splitlines() if f'"Name": "{name}"' in row), None)
+    if line is None:
+        pytest.fail(f"Config.json declares no queue {name!r}: update this test")
+    return config, line
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("queue", "prop", "old_value", "expected", "range_"),
+    [
+        # The values Azure uses, put back: the emulator rejects them and the cross-check wants its maximum.
+        ("operator-alerts", "DefaultMessageTimeToLive", "P14D", "PT1H", "PT5M..PT1H"),
+        ("orders", "DefaultMessageTimeToLive", "P1D", "PT1H", "PT5M..PT1H"),
+        ("orders", "DuplicateDetectionHistoryTimeWindow", "PT10M", "PT5M", "PT5S..PT5M"),
+    ],
+)
+def test_azure_values_in_the_emulator_config_fail(
+    root: Path, clean: Path, queue: str, prop: str, old_value: str, expected: str, range_: str
+) -> None:
+    config, line = emulator_queue(root, queue)
+    broken = re.sub(rf'"{prop}": "[^"]*"', f'"{prop}": "{old_value}"', line)
+    edit(config, line, broken)
+    assert_fails(
+        root, f"queue '{queue}': {prop} is \"{old_value}\"", f"outside the emulator's {range_}", clean=clean
+    )
+    assert_fails(root, "emulator fails to start", clean=clean)
+    assert_fails(
+        root, f'queue \'{queue}\': {prop} is "{old_value}" here but must be "{expected}"', clean=clean
+    )
+
+
+@needs_bicep
+def test_a_clamped_property_within_the_emulators_range_must_equal_the_bicep(root: Path, clean: Path) -> None:
+    """agent-requests keeps messages PT1H in Azure, which the emulator accepts: no reason to differ."""
+    config, line = emulator_queue(root, "agent-requests")
+    edit(
+        config,
+        line,
+        line.replace('"DefaultMessageTimeToLive": "PT1H"', '"DefaultMessageTimeToLive": "PT30M"'),
+    )
+    assert_fails(
+        root,
+        'queue \'agent-requests\': DefaultMessageTimeToLive is "PT30M" here but must be "PT1H"',
+        clean=clean,
+    )
+
+
+@needs_bicep
+def test_the_emulator_follows_a_bicep_value_it_accepts(root: Path, clean: Path) -> None:
+    """The Bicep's orders TTL lowered into the emulator's range: Config.json must follow it."""
+    path = declaring(root, "Microsoft.ServiceBus/namespaces/queues")
+    edit(path, "defaultMessageTimeToLive: 'P1D'", "defaultMessageTimeToLive: 'PT30M'")
+    assert_fails(
+        root, 'queue \'orders\': DefaultMessageTimeToLive is "PT1H" here but must be "PT30M"', clean=clean
+    )
+
+
+@needs_bicep
+def test_a_property_the_bicep_states_must_be_in_the_emulator_config(root: Path, clean: Path) -> None:
+    config, line = emulator_queue(root, "orders")
+    edit(config, line, line.replace('"DuplicateDetectionHistoryTimeWindow": "PT5M", ', ""))
+    assert_fails(root, "queue 'orders' does not state DuplicateDetectionHistoryTimeWindow", clean=clean)
+
+
+@needs_bicep
+def test_an_emulator_config_outside_the_schema_fails(root: Path, clean: Path) -> None:
+    config = root / "servicebus" / "Config.json"
+    edit(config, '"Name": "sbemulatorns"', '"Name": "orders-ns"')
+    edit(config, '"Type": "File"', '"Type": "Syslog"')
+    assert_fails(root, "servicebus/Config.json", "'sbemulatorns', which cannot be renamed", clean=clean)
+    assert_fails(root, "servicebus/Config.json", 'Logging.Type is "Syslog"', clean=clean)
 
 
 @needs_bicep

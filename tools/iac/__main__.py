@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.iac import cross_checks, isolation
+from tools.iac import cross_checks, isolation, trigger_roles
 from tools.iac.infra_rules import check_infra
 from tools.iac.problems import Report
 
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     deployment = check_infra(root, report)
     cross_checks.check(root, deployment, report)
     isolation.check(root, deployment, report)
+    trigger_roles.check(root, deployment, report)
     for problem in report.problems:
         print(problem)
     elapsed = time.monotonic() - started

@@ -34,9 +34,16 @@ LINE_KEYS = ("__start_line__", "__end_line__")
 class Unknown:
     """A value the checker cannot compute without deploying."""
 
-    def __init__(self, why: str, partial: str = "") -> None:
+    def __init__(
+        self, why: str, partial: str = "", origin: tuple[tuple[str, ...], str] | None = None
+    ) -> None:
         self.why = why
         self.partial = partial  # an interpolated string with "<?>" for the unknown parts
+        # For a deployed resource's runtime value (its id, properties.principalId, ...): which
+        # resource, as (the module calls from main.bicep to its file, its symbol). Two values with
+        # the same origin belong to the same resource: a managed identity's principalId in a role
+        # assignment and its id in a site's identity.userAssignedIdentities, for example.
+        self.origin = origin
 
     def __repr__(self) -> str:
         return f"Unknown({self.why})"
@@ -177,6 +184,7 @@ class Instance:
     loader: "Loader"
     caller_line: int | None = None
     deployed: Any = True  # the ``if (...)`` of the module calls that lead here (see all_of)
+    path: tuple[str, ...] = ()  # the module calls from main.bicep here ('rbac', 'submitters[0]')
     _variables: dict[str, Any] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
     _children: dict[str, list["Instance"]] = field(default_factory=dict)
@@ -283,7 +291,10 @@ class Instance:
                 return found[key].body if 0 <= key < len(found) else Unknown(f"{value.symbol}[{key}]")
             if len(found) == 1 and isinstance(found[0].body, dict) and key in found[0].body:
                 return found[0].body[key]
-            return Unknown(f"{value.symbol}.{key} is known only after deployment")
+            return Unknown(
+                f"{value.symbol}.{key} is known only after deployment",
+                origin=(value.instance.path, value.symbol),
+            )
         if isinstance(value, ModuleRef):
             return _ModuleOutputs(value) if key == "outputs" else Unknown(f"{value.symbol}.{key}")
         if isinstance(value, _ModuleOutputs):
@@ -431,14 +442,19 @@ class Instance:
             if target is not None:
                 loop, body = unwrap(decl.get("config"))
                 items = list(self.loop_items(loop, {})) if loop else [{}]
-                for local in items:
+                for position, local in enumerate(items):
                     passed = (body or {}).get("params") or {}
                     params = {name: self.eval(value, local) for name, value in passed.items()}
                     deployed = all_of(
                         self.deployed, *(self.eval(c, local) for c in conditions(decl.get("config")))
                     )
                     instance = Instance(
-                        target, {}, self.loader, caller_line=decl.get("__start_line__"), deployed=deployed
+                        target,
+                        {},
+                        self.loader,
+                        caller_line=decl.get("__start_line__"),
+                        deployed=deployed,
+                        path=(*self.path, f"{symbol}[{position}]" if loop else symbol),
                     )
                     instance.params = instance.complete_params(params)
                     self._children[symbol].append(instance)

@@ -53,6 +53,7 @@ class Binding:
     queue_name: str | None  # a literal queue name; a %SETTING% is in placeholders
     queue_setting: str | None  # the SETTING of queue_name="%SETTING%"
     where: Where
+    decorator: str = ""  # the decorator's name: "service_bus_queue_trigger", "timer_trigger", ...
 
 
 class CodeError(Exception):
@@ -95,9 +96,17 @@ def bindings(root: Path) -> list[Binding]:
                         queue_name=queue,
                         queue_setting=queue_setting,
                         where=Where(FUNCTION_APP, decorator.lineno),
+                        decorator=_decorator_name(decorator.func),
                     )
                 )
     return found
+
+
+def _decorator_name(func: ast.expr) -> str:
+    """``app.service_bus_queue_trigger`` -> ``service_bus_queue_trigger``."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
 
 
 def settings_fields(root: Path, rel: str, class_name: str) -> list[SettingField]:

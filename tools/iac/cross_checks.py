@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.iac import code_facts, policy, submitters
+from tools.iac import code_facts, emulator, policy, submitters
 from tools.iac.bicep import Resource, Unknown
 from tools.iac.code_facts import Binding, SettingField, Where
 from tools.iac.infra_rules import Deployment, check_queue_properties, queue_name, strip_comments
@@ -374,11 +374,21 @@ def bicep_queues(deployment: Deployment, report: Report) -> dict[str, Queue]:
 
 
 def emulator_queues(root: Path, report: Report) -> dict[str, Queue] | None:
+    """The queues of ``servicebus/Config.json``, after checking it against what the emulator
+    accepts (``emulator.validate``: its published schema and limits; an invalid file stops the
+    emulator at start-up)."""
     path = root / EMULATOR_CONFIG
     if not path.is_file():
         report.add(EMULATOR_CONFIG, None, "missing", "declare the Service Bus emulator's queues")
         return None
     text = path.read_text(encoding="utf-8")
+    for finding in emulator.validate(text):
+        report.add(
+            EMULATOR_CONFIG,
+            finding.line,
+            f"{finding.what} (the emulator fails to start: {emulator.STARTUP_FAILURE_URL})",
+            finding.fix,
+        )
     try:
         namespaces = json.loads(text)["UserConfig"]["Namespaces"]
         queues = {
@@ -388,7 +398,7 @@ def emulator_queues(root: Path, report: Report) -> dict[str, Queue] | None:
             for namespace in namespaces
             for q in namespace.get("Queues") or []
         }
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
         report.add(
             EMULATOR_CONFIG, None, f"not an emulator config: {error!r}", "fix UserConfig.Namespaces[].Queues"
         )
@@ -472,30 +482,84 @@ def _check_queues(
     _check_max_deliveries(code, targets, [q for _, q in places], report)
 
 
-def _compare_queues(bicep: dict[str, Queue], emulator: dict[str, Queue], report: Report) -> None:
-    for name in sorted(set(bicep) - set(emulator)):
+def _compare_queues(bicep: dict[str, Queue], emulator_config: dict[str, Queue], report: Report) -> None:
+    """The same queues in both, with the same properties, but those in ``emulator.EMULATOR_CLAMPED``:
+    there Config.json holds the Bicep's value if the emulator accepts it, else the emulator's bound."""
+    for name in sorted(set(bicep) - set(emulator_config)):
         q = bicep[name]
         report.add(q.file, q.line, f"queue '{name}' is not in {EMULATOR_CONFIG}", "declare it there too")
-    for name in sorted(set(emulator) - set(bicep)):
-        q = emulator[name]
+    for name in sorted(set(emulator_config) - set(bicep)):
+        q = emulator_config[name]
         report.add(
             q.file, q.line, f"queue '{name}' is not in the Bicep", "declare it in the Service Bus module"
         )
-    for name in sorted(set(bicep) & set(emulator)):
-        ours = {k.lower(): (k, v) for k, v in bicep[name].properties.items()}
-        for key, value in emulator[name].properties.items():
-            if key.lower() not in ours:
+    for name in sorted(set(bicep) & set(emulator_config)):
+        ours, theirs = bicep[name], emulator_config[name]
+        stated = {k.lower() for k in theirs.properties}
+        for bicep_key in ours.properties:
+            documented = emulator.documented_name(bicep_key)
+            if documented is not None and bicep_key.lower() not in stated:
+                report.add(
+                    theirs.file,
+                    theirs.line,
+                    f"queue '{name}' does not state {documented}; the Bicep states {bicep_key} "
+                    f"({ours.file}:{ours.line}) and the emulator would use its own default",
+                    f"state {documented} in {EMULATOR_CONFIG} too",
+                )
+        by_key = {k.lower(): (k, v) for k, v in ours.properties.items()}
+        for key, value in theirs.properties.items():
+            if key.lower() not in by_key:
                 continue
-            bicep_key, bicep_value = ours[key.lower()]
-            if isinstance(bicep_value, Unknown) or _same(bicep_value, value):
+            bicep_key, bicep_value = by_key[key.lower()]
+            if isinstance(bicep_value, Unknown):
                 continue
-            report.add(
-                emulator[name].file,
-                emulator[name].line,
-                f"queue '{name}': {key} is {json.dumps(value)} here but {bicep_key} is "
-                f"{json.dumps(bicep_value)} in {bicep[name].file}:{bicep[name].line}",
-                "make the emulator and the Bicep declare the same queue properties",
+            _compare_property(
+                name, ours, theirs, report, key=key, value=value, bicep_key=bicep_key, bicep_value=bicep_value
             )
+
+
+def _compare_property(
+    name: str,
+    ours: Queue,
+    theirs: Queue,
+    report: Report,
+    *,
+    key: str,
+    value: Any,
+    bicep_key: str,
+    bicep_value: Any,
+) -> None:
+    where = f"{ours.file}:{ours.line}"
+    documented = emulator.documented_name(key)
+    if documented in emulator.EMULATOR_CLAMPED:
+        expected = emulator.emulator_value(documented, bicep_value)
+        if expected is None:
+            report.add(
+                ours.file,
+                ours.line,
+                f"queue '{name}': {bicep_key} is {json.dumps(bicep_value)}, not an ISO 8601 duration",
+                f"write {bicep_key} as a duration literal (PnDTnHnMnS)",
+            )
+        elif not _same(expected, value):
+            report.add(
+                theirs.file,
+                theirs.line,
+                f"queue '{name}': {key} is {json.dumps(value)} here but must be {json.dumps(expected)}: "
+                f"the Bicep's {bicep_key} is {json.dumps(bicep_value)} ({where}) and "
+                f"{emulator.EMULATOR_CLAMPED[documented]}",
+                f"set {key} to {json.dumps(expected)} (tools/iac/emulator.py EMULATOR_CLAMPED)",
+            )
+        return
+    if _same(bicep_value, value):
+        return
+    report.add(
+        theirs.file,
+        theirs.line,
+        f"queue '{name}': {key} is {json.dumps(value)} here but {bicep_key} is "
+        f"{json.dumps(bicep_value)} in {where}",
+        "make the emulator and the Bicep declare the same queue properties (only those in "
+        "tools/iac/emulator.py EMULATOR_CLAMPED may differ, as it says)",
+    )
 
 
 DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")

@@ -22,6 +22,12 @@ SECRETS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"AccountKey\s*=", re.I), "a connection string with an account key", NO_KEYS),
     (re.compile(r"SharedAccessKey", re.I), "a Service Bus shared access key", NO_KEYS),
     (
+        re.compile(r"\b(?:primary|secondary)?sharedKeys?\b", re.I),
+        "a Log Analytics workspace shared key",
+        "send logs through a diagnostic setting (Container Apps: destination 'azure-monitor'); the "
+        "workspace has local authentication off",
+    ),
+    (
         re.compile(r"password", re.I),
         "a password",
         "no passwords anywhere: Entra ID only (managed identities, Entra-only SQL)",
@@ -278,6 +284,16 @@ def _check_resources(deployment: Deployment, report: Report) -> None:
         _require(report, resource, ("properties", "allowSharedKeyAccess"), False, "no shared keys")
     for resource in deployment.resources("Microsoft.Insights/components"):
         _require(report, resource, ("properties", "DisableLocalAuth"), True, "Entra-authenticated telemetry")
+    for resource in deployment.resources("Microsoft.OperationalInsights/workspaces"):
+        _require(
+            report,
+            resource,
+            ("properties", "features", "disableLocalAuth"),
+            True,
+            "no workspace shared keys: Entra ID and Azure RBAC only",
+        )
+    for resource in deployment.resources("Microsoft.App/managedEnvironments"):
+        _check_environment_logs(resource, report)
     _check_sql(deployment, report)
     for resource in deployment.resources("Microsoft.Authorization/roleAssignments"):
         _check_role_assignment(resource, report, needs_principal_type=True)
@@ -291,6 +307,26 @@ def _check_resources(deployment: Deployment, report: Report) -> None:
             resource.get("properties") or {},
             report,
         )
+
+
+def _check_environment_logs(resource: Resource, report: Report) -> None:
+    """A Container Apps environment sends its logs without the workspace's shared key: destination
+    'log-analytics' takes ``logAnalyticsConfiguration.sharedKey``, which a workspace with local
+    authentication off rejects; 'azure-monitor' (with a diagnostic setting) or 'none' need no key."""
+    logs = resource.get("properties", "appLogsConfiguration")
+    destination = logs.get("destination") if isinstance(logs, dict) else None
+    keyed = isinstance(logs, dict) and logs.get("logAnalyticsConfiguration") is not None
+    if destination in ("azure-monitor", "none") and not keyed:
+        return
+    shown = "not set" if destination is None else json.dumps(destination, default=repr)
+    report.add(
+        resource.file.rel,
+        resource.file.line_of("appLogsConfiguration", resource.line, resource.end_line) or resource.line,
+        f"{resource.type} '{resource.symbol}': appLogsConfiguration.destination is {shown}"
+        + (" with a logAnalyticsConfiguration (the workspace's shared key)" if keyed else ""),
+        "set destination: 'azure-monitor' and send the logs to the workspace with a "
+        "Microsoft.Insights/diagnosticSettings on the environment (the workspace has local auth off)",
+    )
 
 
 def _check_sql(deployment: Deployment, report: Report) -> None:

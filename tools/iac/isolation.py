@@ -178,7 +178,7 @@ class Scope:
         )
 
 
-def _scope(resource: Resource) -> Scope:
+def scope_of(resource: Resource) -> Scope:
     scope = resource.get("scope")
     if scope is None:
         return Scope("wider", "the whole resource group (no scope)")
@@ -200,7 +200,7 @@ def _scope(resource: Resource) -> Scope:
     return Scope("unknown", f"a scope not known offline ({why})")
 
 
-def _role(resource: Resource) -> str:
+def role_of(resource: Resource) -> str:
     role = resource.get("properties", "roleDefinitionId")
     text = role if isinstance(role, str) else role.partial if isinstance(role, Unknown) else ""
     guids = GUID.findall(text)
@@ -246,7 +246,7 @@ def _check_roles(probe: Deployment, main: Instance, report: Report) -> None:
             continue
         index, name = apps[principal.lower()]
         own = f"{policy.STATUS_QUEUE_PREFIX}{name}"
-        role, scope = _role(resource), _scope(resource)
+        role, scope = role_of(resource), scope_of(resource)
         is_assignment = resource.type.lower().endswith("/roleassignments")
         if is_assignment and role == policy.SUBMITTER_ROLE and scope == Scope("queue", own):
             readers.add(index)

@@ -8,6 +8,9 @@ Change a list here in the same commit as the infra or code change that needs it,
 ALLOWED_ROLES: dict[str, str] = {
     "Azure Service Bus Data Sender": "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
     "Azure Service Bus Data Receiver": "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
+    # Only the Function App's identity, only on the queues its Service Bus triggers read: target-based
+    # scaling reads their length, which needs Manage (TRIGGER_QUEUE_ROLES; trigger_roles.py).
+    "Azure Service Bus Data Owner": "090c5cfd-751d-490a-894a-3ce6f1109419",
     "Storage Blob Data Owner": "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
     "Storage Blob Data Contributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
     "Storage Blob Data Reader": "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1",
@@ -98,7 +101,7 @@ SUBMITTER_NAME = r"[a-z][a-z0-9-]{0,29}"
 # Receiver on its own status-<name> queue and nothing else: it submits over HTTP only (the
 # Function App is the only sender to orders), statuses reach it from the Function App alone, and
 # a namespace-wide role would reach every other app's queue.
-SERVICE_BUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
+SERVICE_BUS_DATA_OWNER = ALLOWED_ROLES["Azure Service Bus Data Owner"]
 SERVICE_BUS_ROLES: dict[str, tuple[str, frozenset[str]]] = {
     ALLOWED_ROLES["Azure Service Bus Data Sender"]: ("Azure Service Bus Data Sender", frozenset({"send"})),
     ALLOWED_ROLES["Azure Service Bus Data Receiver"]: (
@@ -117,4 +120,23 @@ EASY_AUTH_REQUIRED: dict[tuple[str, ...], object] = {
     ("globalValidation", "requireAuthentication"): True,
     ("globalValidation", "unauthenticatedClientAction"): "Return401",
     ("identityProviders", "azureActiveDirectory", "enabled"): True,
+}
+
+# --- The Function App's Service Bus triggers (trigger_roles.py) ---------------------------------
+
+# The decorators of function_app.py that bind a Service Bus queue trigger.
+SERVICE_BUS_QUEUE_TRIGGERS: tuple[str, ...] = ("service_bus_queue_trigger",)
+# Topic triggers need roles on a subscription; the rule does not know them yet and says so.
+SERVICE_BUS_TOPIC_TRIGGERS: tuple[str, ...] = ("service_bus_topic_trigger",)
+# What the Function App's identity must hold on each queue one of its Service Bus triggers reads,
+# scoped to that queue, and why. Data Owner is the only built-in role with Service Bus's Manage
+# right, which the extension's target-based scaler needs to read the queue's length
+# (GetQueueRuntimePropertiesAsync); without it, scaling falls back to the incremental scale monitor
+# ("With Listen rights scaling reverts to incremental scale", functions-target-based-scaling). It
+# is allowed nowhere else: not to another identity, not on another queue, not at a wider scope.
+TRIGGER_QUEUE_ROLES: dict[str, str] = {
+    ALLOWED_ROLES["Azure Service Bus Data Receiver"]: "the trigger receives, completes and dead-letters",
+    ALLOWED_ROLES["Azure Service Bus Data Owner"]: (
+        "Flex Consumption's target-based scaling reads the queue length, which needs Manage"
+    ),
 }
