@@ -29,9 +29,23 @@ class LocalAgentMessaging:
         self.bus = bus
         self.requests_queue = requests_queue
         self.replies_queue = replies_queue
+        # One waiting receive at a time, as for Service Bus below: idle workers queue here
+        # instead of each watching the store.
+        self._poll_gate = asyncio.Lock()
 
     async def receive(self, max_messages: int) -> list[ReceivedMessage]:
-        return await asyncio.to_thread(self.bus.receive, self.requests_queue, max_messages)
+        async with self._poll_gate:
+            return await asyncio.to_thread(self._receive_waiting, max_messages)
+
+    def _receive_waiting(self, max_messages: int) -> list[ReceivedMessage]:
+        # As Service Bus receives do (max_wait_time): an idle agent waits for a send instead of
+        # polling the store, so it costs next to nothing; RECEIVE_WAIT_SECONDS bounds the wait for
+        # what no commit announces (a scheduled message, an expired lock) and for shutdown.
+        marker = self.bus.commit_marker()
+        messages = self.bus.receive(self.requests_queue, max_messages)
+        if not messages and self.bus.wait_for_commit(marker, RECEIVE_WAIT_SECONDS):
+            messages = self.bus.receive(self.requests_queue, max_messages)
+        return messages
 
     async def complete(self, message: ReceivedMessage) -> None:
         await asyncio.to_thread(self.bus.complete, message)

@@ -17,6 +17,7 @@ which makes their select-then-update atomic across threads and processes.
 import json
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -271,6 +272,26 @@ class LocalServiceBus:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def commit_marker(self) -> int:
+        """Where this thread's view of the bus stands, for ``wait_for_commit``: take it before
+        looking, so that a commit between the look and the wait is not missed."""
+        marker: int = self._connection().execute("PRAGMA data_version").fetchone()[0]
+        return marker
+
+    def wait_for_commit(self, since: int, timeout: float, interval: float = 0.02) -> bool:
+        """Block until another connection (another process or thread) has committed to the bus
+        since ``since`` (a ``commit_marker`` of this thread), or ``timeout`` seconds pass; True if
+        something was committed. Cheap enough to idle on: it reads SQLite's ``data_version``
+        counter, no transaction and no lock. Messages that become visible without a commit (a
+        scheduled time, an expired lock) are not signalled: wait with a timeout, then look again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.commit_marker() != since:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
 
     def close(self) -> None:
         with self._opened_lock:

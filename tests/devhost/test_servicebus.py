@@ -454,3 +454,17 @@ def test_dead_letter_by_lock_token_settles_the_message_a_trigger_holds(bus: Loca
         bus.complete(message)  # already settled by the function
     with pytest.raises(MessageLockLost):
         bus.dead_letter_by_lock_token("orders", "not-a-token", "Rejected")
+
+
+def test_wait_for_commit_sees_another_connections_send_and_times_out_without_one(tmp_path: Path) -> None:
+    """What an idle receiver blocks on instead of polling: another process's commit."""
+    path = tmp_path / "wait.db"
+    with LocalServiceBus(path) as mine, LocalServiceBus(path) as other:
+        mine.declare(QueueConfig("orders"))
+        marker = mine.commit_marker()
+        assert not mine.wait_for_commit(marker, timeout=0.05)
+        assert mine.receive("orders") == []  # its own empty look commits nothing
+        assert mine.commit_marker() == marker
+        other.send("orders", b"x", message_id="m-1")  # after the marker, before the wait
+        assert mine.wait_for_commit(marker, timeout=30)  # returns at once: no commit is missed
+        assert [m.message_id for m in mine.receive("orders")] == ["m-1"]
