@@ -107,7 +107,12 @@ def test_racing_conflicting_orders_both_reach_the_app_and_the_loser_is_refused_l
     app.submit(second)
     app.run_until(lambda: bool(app.dead_letters("orders")) and app.terminal("o-1"))
     [dead] = app.dead_letters("orders")
-    assert dead.dead_letter_reason == "OrderConflict" and dead.message_id == second.message_id()
+    # Submissions run concurrently, so either may win; the other is refused, never applied.
+    posts = {first.message_id(): first, second.message_id(): second}
+    loser = posts.pop(dead.message_id)
+    [winner] = posts.values()
+    assert dead.dead_letter_reason == "OrderConflict" and loser is not winner
+    assert app.record("o-1").OrderHash == winner.order_hash()
     assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]
     assert sorted(s["Status"] for s in app.statuses("status-app-a")) == ["completed", "received", "rejected"]
 
