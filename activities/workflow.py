@@ -69,10 +69,26 @@ def _to_compensate(ports: Ports, record: StateRecord) -> list[CompensationJson]:
     ]
 
 
+def _owned(ports: Ports, attempt: Attempt) -> Stored | None:
+    """The record while this attempt holds it, from this process's copy when that says so;
+    otherwise (no copy, or one that may be stale) from a read. None: fenced out."""
+    stored = ports.records.recall(attempt.order_id)
+    if stored is None or stored.record.LockedBy != attempt.instance_id:
+        stored = ports.states.get(attempt.order_id)
+        if stored is not None:
+            ports.records.remember(stored)
+    if stored is None or stored.record.LockedBy != attempt.instance_id:
+        return None
+    return stored
+
+
 def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
-    """The attempt's starting point (E7): the order from SQL and where the record stands."""
+    """The attempt's starting point (E7): the order from SQL and where the record stands. Always
+    a fresh read: what the attempt does next is decided from it."""
     attempt = Attempt.of(payload)
     stored = ports.states.get(attempt.order_id)
+    if stored is not None:
+        ports.records.remember(stored)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
         return {"Fenced": True}
     record = stored.record
@@ -110,7 +126,7 @@ def begin_step(payload: StepInput, ports: Ports) -> BeginStepResult:
         return started.record
 
     try:
-        record = fenced_update(ports.states, attempt.order_id, begin)
+        record = fenced_update(ports.states, attempt.order_id, begin, cache=ports.records)
     except RetryBudgetExhausted as exhausted:
         return {"Fenced": False, "Exhausted": True, "Error": str(exhausted)}
     if record is None or record.CompleteBy is None:
@@ -155,8 +171,8 @@ def record_step(payload: RecordStepInput, ports: Ports, stored: Stored | None = 
     """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
     attempt = Attempt.of(payload)
     step = str(payload["Step"])
-    stored = stored or ports.states.get(attempt.order_id)
-    if stored is None or stored.record.LockedBy != attempt.instance_id:
+    stored = stored or _owned(ports, attempt)
+    if stored is None:
         return {"Fenced": True}
     workflow = _workflow(stored.record)
     now = ports.clock.now()
@@ -186,6 +202,7 @@ def record_step(payload: RecordStepInput, ports: Ports, stored: Stored | None = 
             r, instance=attempt.instance_id, step=step, now=now, policy=ports.settings.scheduler_policy
         ),
         snapshot=stored,
+        cache=ports.records,
     )
     if record is None:
         return {"Fenced": True}
@@ -199,8 +216,8 @@ def run_local_step(payload: LocalStepInput, ports: Ports) -> LocalStepResult:
     """A step that runs in the Function App itself; each is idempotent (R8, C10)."""
     attempt = Attempt.of(payload)
     action = str(payload["Action"])
-    stored = ports.states.get(attempt.order_id)
-    if stored is None or stored.record.LockedBy != attempt.instance_id:
+    stored = _owned(ports, attempt)
+    if stored is None:
         return {"Fenced": True}
     order = payload.get("Order") or {}
     if action == "ValidateOrder":
@@ -290,7 +307,7 @@ def finish(payload: FinishInput, ports: Ports) -> FinishResult:
             case _:
                 return transitions.compensation_failed(record, instance=instance, now=now, error=error)
 
-    record = fenced_update(ports.states, attempt.order_id, move)
+    record = fenced_update(ports.states, attempt.order_id, move, cache=ports.records)
     if record is None:
         # A repeat of this activity after its write landed: the record shows it; notify again.
         stored = ports.states.get(attempt.order_id)

@@ -1,6 +1,6 @@
 """Everything a function body needs, built once per process by the composition root."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from domain.ports import (
     Clock,
@@ -11,6 +11,7 @@ from domain.ports import (
     OrdersRepository,
     StateStore,
 )
+from services.record_cache import RecordCache
 from services.settings import Settings
 
 
@@ -26,3 +27,5 @@ class Ports:
     # Only the holder of this lease runs the Supervisor (R10); ``instance_name`` names this process.
     leader: LeaderLease
     instance_name: str
+    # What this process last read or wrote of each record: fenced writes start from it.
+    records: RecordCache = field(default_factory=RecordCache)

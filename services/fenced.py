@@ -4,10 +4,11 @@ the ETag. A lost race re-reads and re-applies; a fenced-out attempt gets ``None`
 import logging
 from collections.abc import Callable
 
-from domain.errors import FencedOut, PreconditionFailed
+from domain.errors import DomainError, FencedOut, PreconditionFailed
 from domain.ports import StateStore, Stored
 from domain.record import StateRecord
 from services import telemetry
+from services.record_cache import RecordCache
 
 log = logging.getLogger("sas.fenced")
 
@@ -20,8 +21,13 @@ def fenced_update(
     transition: Callable[[StateRecord], StateRecord],
     *,
     snapshot: Stored | None = None,
+    cache: RecordCache | None = None,
 ) -> StateRecord | None:
-    """``snapshot``: a read the caller already made; it saves a read when nobody wrote since."""
+    """``snapshot``: a read the caller already made; it saves a read when nobody wrote since.
+    ``cache``: start from this process's last copy of the record, and keep the written one."""
+    # A cached copy may be stale: whatever it makes the transition decide (fenced out, no
+    # budget left) is checked again on a fresh read; what it lets through, the ETag checks.
+    from_cache = snapshot is None and cache is not None and (snapshot := cache.recall(order_id)) is not None
     for _ in range(MAX_RACES):
         stored, snapshot = snapshot or states.get(order_id), None
         if stored is None:
@@ -29,14 +35,24 @@ def fenced_update(
             return None
         try:
             updated = transition(stored.record)
-        except FencedOut as fenced:
-            log.info("fenced out, ending quietly: %s", fenced)
-            return None
+        except DomainError as refused:
+            if from_cache:
+                from_cache = False
+                continue
+            if isinstance(refused, FencedOut):
+                log.info("fenced out, ending quietly: %s", refused)
+                return None
+            raise
+        from_cache = False
         try:
-            written = states.replace(updated, stored.etag).record
+            written = states.replace(updated, stored.etag)
         except PreconditionFailed:
+            if cache is not None:
+                cache.forget(order_id)
             continue  # another writer got there first: re-read, and the fence decides again
-        if written.ProcessState is not stored.record.ProcessState:
-            telemetry.transitions.add(1, {"to_state": written.ProcessState.value})
-        return written
+        if cache is not None:
+            cache.remember(written)
+        if written.record.ProcessState is not stored.record.ProcessState:
+            telemetry.transitions.add(1, {"to_state": written.record.ProcessState.value})
+        return written.record
     raise PreconditionFailed(f"order {order_id}: {MAX_RACES} conditional writes lost in a row")

@@ -75,6 +75,8 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
         submitters=settings.submitters,
         workflow_version=settings.workflow_version,
     )
+    if result.stored is not None:
+        ports.records.remember(result.stored)
     registered = settings.submitters.named(submission.SubmittedBy) is not None
     reason = None if result.ok else _REASONS[result.outcome]
     if result.ok or registered:

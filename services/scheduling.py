@@ -40,6 +40,7 @@ async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimRepo
         await asyncio.to_thread(ports.states.count_in_states, frozenset({ProcessState.PENDING}))
     )
     for claim in report.claims:
+        ports.records.remember(claim.stored)
         await _start(client, claim)
     if report.claims or report.lost:
         log.info(
@@ -67,6 +68,7 @@ async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) 
     )
     if claim is None:
         return False
+    ports.records.remember(claim.stored)
     await _start(client, claim)
     return True
 
