@@ -169,5 +169,6 @@ async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrati
 
 
 @app.timer_trigger(schedule="%SAS_SUPERVISOR_SCHEDULE%", arg_name="timer", use_monitor=False)
-async def supervisor(timer: func.TimerRequest) -> None:
-    await scheduling.run_supervisor(ports())
+@app.durable_client_input(client_name="client")
+async def supervisor(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    await scheduling.run_supervisor(client, ports())

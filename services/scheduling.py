@@ -143,5 +143,10 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     return report
 
 
-async def run_supervisor(ports: Ports) -> SupervisionReport:
-    return await asyncio.to_thread(supervise_and_notify, ports)
+async def run_supervisor(client: OrchestrationStarter, ports: Ports) -> SupervisionReport:
+    """A run, then the next attempt of every record it sent straight back to Pending, started at
+    once (within the in-flight cap) rather than at the starter's next tick."""
+    report = await asyncio.to_thread(supervise_and_notify, ports)
+    for stored in report.restartable:
+        await start_now(client, ports, stored)
+    return report

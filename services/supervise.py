@@ -19,6 +19,8 @@ from domain.transitions import Recovery, RecoveryOutcome
 @dataclass
 class SupervisionReport:
     recovered: list[Recovery] = field(default_factory=list)  # back to Pending (now or later)
+    # Those back to Pending at once, as written (with their ETag): the next attempt may start now.
+    restartable: list[Stored] = field(default_factory=list)
     gave_up: list[Recovery] = field(default_factory=list)  # Error / CompensationFailed: alert
     lost: int = 0  # records another writer changed first
     scanned: int = 0
@@ -69,6 +71,8 @@ def supervise(
                     on_gave_up(recovery, written)
             else:
                 report.recovered.append(recovery)
+                if recovery.outcome is RecoveryOutcome.RETRY:
+                    report.restartable.append(written)
         if page.continuation is None or (page.continuation == token and not page.items):
             # An empty page that hands back the token it was given would loop forever (the
             # open-source Cosmos server does this once a query's cursor is gone): end the run;

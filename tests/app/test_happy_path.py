@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import Answer, App, start_app, submission
+from tests.app.conftest import OK, Answer, App, start_app, submission
 
 
 def test_an_order_is_processed_end_to_end(app: App) -> None:
@@ -46,5 +46,25 @@ def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, m
         assert app.record("order-2").ProcessState is ProcessState.PENDING
         app.run_until_terminal("order-1", "order-2")
         assert app.record("order-2").Attempt == 1 and app.host.invocations_by_function["starter"] > 0
+    finally:
+        loop.run_until_complete(app.host.stop())
+
+
+def test_a_record_the_supervisor_resets_starts_its_next_attempt_at_once(loop, tmp_path, monkeypatch) -> None:
+    """The first ReserveInventory request goes unanswered: the attempt times out at CompleteBy,
+    the Supervisor sends the record back to Pending and starts the next attempt itself, so the
+    order finishes within one Supervisor period of the deadline, with the starter an hour away."""
+    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_STARTER_SCHEDULE": "0 0 * * * *"})
+    try:
+        first_reserve = ("ReserveInventory", 1)
+        app.agent.script = lambda r, asked: Answer("silent") if (r.Step, asked) == first_reserve else OK
+        started = app.host.clock.now()
+        app.submit(submission("order-1"))
+        app.run_until_terminal("order-1")
+        record = app.record("order-1")
+        assert record.ProcessState is ProcessState.PROCESSED and record.Attempt == 2
+        step_timeout, supervisor_period = timedelta(seconds=30), timedelta(seconds=10)
+        assert app.host.clock.now() - started <= step_timeout + supervisor_period + timedelta(seconds=5)
+        assert app.host.invocations_by_function["starter"] == 0
     finally:
         loop.run_until_complete(app.host.stop())

@@ -47,7 +47,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
         )
     },
 }
-WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order"}
+WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order", "supervisor"}
 
 
 @pytest.fixture(scope="module")
