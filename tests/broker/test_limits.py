@@ -7,8 +7,6 @@ DefaultMessageTimeToLive (refused when the broker loads its Config.json).
 """
 
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +19,7 @@ from proton import Message
 
 from testing.amqp_broker import limits
 from testing.amqp_broker.config import QueueSettings, load_queues, queues_from_config
-from tests.broker.support import PLAIN, receive_until, send_raw
+from tests.broker.support import PLAIN, receive_until, send_raw, start_broker
 from tests.servicebus_broker import CONFIG, ROOT, BrokerFactory
 
 LIMIT = 256 * 1024
@@ -200,14 +198,7 @@ def test_the_repository_config_is_within_the_limits() -> None:
 def test_the_command_refuses_such_a_config_at_start_up(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(_document({"MaxDeliveryCount": 10, "LockDuration": "PT1S"})))
-    result = subprocess.run(
-        [sys.executable, "-m", "testing.amqp_broker", "--config", str(config), "--port", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = start_broker(config, ROOT)
     assert result.returncode == 2
     assert "queue 'Orders': LockDuration PT1S is outside" in result.stderr
     assert result.stdout == ""  # never said Ready

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from tests.broker.support import receive_until
+from tests.broker.support import receive_until, start_broker
 from tests.servicebus_broker import CONFIG, ROOT
 
 
@@ -47,13 +47,6 @@ def test_a_bad_config_is_reported(tmp_path: Path) -> None:
         '{"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": '
         '{"RequiresSession": true}}]}]}}'
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "testing.amqp_broker", "--config", str(config), "--port", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = start_broker(config, ROOT)
     assert result.returncode == 2
     assert "sessions" in result.stderr
