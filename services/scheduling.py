@@ -58,14 +58,18 @@ async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) 
     starter's next tick; the starter remains the sweeper for what this misses (a full cap, a
     crash between the write and the start, a lost race)."""
     settings = ports.settings
-    claim = await asyncio.to_thread(
-        claim_one,
-        ports.states,
-        ports.clock,
-        settings.scheduler_policy,
-        stored,
-        max_in_flight=settings.max_in_flight,
-    )
+    try:
+        claim = await asyncio.to_thread(
+            claim_one,
+            ports.states,
+            ports.clock,
+            settings.scheduler_policy,
+            stored,
+            max_in_flight=settings.max_in_flight,
+        )
+    except Exception:  # the work it was called after is done; the starter sweeps this order up
+        log.exception("could not start order %s at once; the starter will", stored.record.OrderID)
+        return False
     if claim is None:
         return False
     ports.records.remember(claim.stored)

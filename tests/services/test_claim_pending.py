@@ -7,7 +7,7 @@ from adapters.clock import ManualClock
 from domain import transitions
 from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.states import ProcessState
-from services.claim_pending import claim_pending
+from services.claim_pending import claim_one, claim_pending
 from tests.records import pending, processing
 from tests.services.conftest import Stores
 
@@ -81,3 +81,21 @@ def test_a_requested_compensation_is_claimed_into_compensating(stores: Stores, c
     stores.states.create_if_absent(transitions.request_compensation(failed, now=clock.now()))
     [claim] = claim_pending(stores.states, clock, POLICY, max_in_flight=5, batch_size=5).claims
     assert claim.stored.record.ProcessState is ProcessState.COMPENSATING
+
+
+def test_claim_one_claims_the_new_record_it_was_given(stores: Stores, clock: ManualClock) -> None:
+    created = stores.states.create_if_absent(pending("o-1", clock.now())).stored
+    claim = claim_one(stores.states, clock, POLICY, created, max_in_flight=1)
+    assert claim is not None and claim.instance_id == "o-1-1"
+    assert stores.states.get("o-1") == claim.stored
+
+
+def test_claim_one_respects_the_cap_and_loses_a_race_quietly(stores: Stores, clock: ManualClock) -> None:
+    stores.states.create_if_absent(processing("busy", clock.now()))
+    created = stores.states.create_if_absent(pending("o-1", clock.now())).stored
+    assert claim_one(stores.states, clock, POLICY, created, max_in_flight=1) is None  # full
+    assert stores.states.get("o-1").record.ProcessState is ProcessState.PENDING  # type: ignore[union-attr]
+    # The starter claims it first: the submission path's copy is stale, and its claim loses.
+    [winner] = claim_pending(stores.states, clock, POLICY, max_in_flight=10, batch_size=10).claims
+    assert claim_one(stores.states, clock, POLICY, created, max_in_flight=10) is None
+    assert stores.states.get("o-1") == winner.stored
