@@ -11,7 +11,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import urllib3
 from azure.cosmos import CosmosClient
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from adapters.azure_stores import pooled_transport
 
@@ -250,17 +250,20 @@ def _start_postgres(
     connection_string = (
         f"Driver={{{POSTGRES_ODBC_DRIVER}}};Server=127.0.0.1;Port={port};Uid=postgres;Pwd=;Database=postgres"
     )
-    deadline = time.monotonic() + 30
-    while server.poll() is None:
-        try:
-            pyodbc.connect(connection_string, timeout=2).close()
-            return server, connection_string
-        except pyodbc.Error:
-            if time.monotonic() > deadline:
-                server.kill()
-                server.wait(timeout=10)
-                pytest.fail(f"PostgreSQL did not answer in 30 s: {_postgres_log(workdir)}")
-            time.sleep(0.1)
+    # Until it answers, or has exited (then its log says why; the caller retries on another port).
+    answering = Retrying(
+        stop=stop_after_delay(30), wait=wait_fixed(0.1), retry=retry_if_exception_type(pyodbc.Error)
+    )
+    try:
+        for attempt in answering:
+            with attempt:
+                if server.poll() is not None:
+                    break
+                pyodbc.connect(connection_string, timeout=2).close()
+    except RetryError:
+        server.kill()
+        server.wait(timeout=10)
+        pytest.fail(f"PostgreSQL did not answer in 30 s: {_postgres_log(workdir)}")
     return server, connection_string
 
 

@@ -135,10 +135,20 @@ def test_the_lock_is_renewed_on_service_bus_while_a_slow_call_runs(rig: BrokerRi
     try:
         rig.request("o-1")
 
+        holding = asyncio.Event()
+        handle = first.handle
+
+        async def hold(message: Any) -> None:
+            holding.set()  # the first agent holds the request now
+            await handle(message)
+
+        first.handle = hold  # type: ignore[method-assign]
+
         async def both() -> tuple[int, int]:
             slow = asyncio.create_task(first.poll_once(1))
-            while first.stats.received == 0 and not slow.done():  # the first agent holds it now
-                await asyncio.sleep(0.01)
+            held = asyncio.create_task(holding.wait())
+            await asyncio.wait({slow, held}, return_when=asyncio.FIRST_COMPLETED)
+            held.cancel()
             stolen = 0
             while not slow.done():
                 stolen += await second.poll_once(1)

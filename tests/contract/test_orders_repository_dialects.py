@@ -10,13 +10,13 @@ connection string. They prove the mapping and the settings path, not the driver 
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyodbc
 import pytest
+from tenacity import Retrying, stop_after_delay, wait_fixed
 
 from adapters.azure_stores import MissingSetting, azure_sql_connection_string, sql_orders_repository
 from adapters.sql_orders import (
@@ -103,14 +103,14 @@ def postgres_orders(postgres_odbc: str) -> Iterator[tuple[SqlOrdersRepository, s
 
 def _wait_for_a_lock_wait(database: str) -> None:
     watcher = pyodbc.connect(database, autocommit=True)
+    here = "datname = current_database()"
+    waiting = f"SELECT count(*) FROM pg_stat_activity WHERE {here} AND wait_event_type = 'Lock'"
     try:
-        deadline = time.monotonic() + 10
-        while not watcher.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()[0]:
-            assert time.monotonic() < deadline, "the racing INSERT never waited on the primary key"
-            time.sleep(0.02)
+        for attempt in Retrying(stop=stop_after_delay(10), wait=wait_fixed(0.02), reraise=True):
+            with attempt:
+                assert watcher.execute(waiting).fetchone()[0], (
+                    "the racing INSERT never waited on the primary key"
+                )
     finally:
         watcher.close()
 

@@ -19,14 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 BICEP_PYTHON = REPO / ".venv-bicep" / "bin" / "python"
 CHECKOV_PYTHON = REPO / ".venv-checkov" / "bin" / "python"
 
-needs_bicep = pytest.mark.skipif(
-    not BICEP_PYTHON.exists(),
-    reason=".venv-bicep/bin/python is missing: run `make iac-venvs` (`make test` always creates it)",
-)
-needs_checkov = pytest.mark.skipif(
-    not CHECKOV_PYTHON.exists(),
-    reason=".venv-checkov/bin/python is missing: run `make iac-venvs` (`make test` always creates it)",
-)
+NO_BICEP = ".venv-bicep/bin/python is missing: run `make iac-venvs` (`make test` always creates it)"
+NO_CHECKOV = ".venv-checkov/bin/python is missing: run `make iac-venvs` (`make test` always creates it)"
+needs_bicep = pytest.mark.skipif(not BICEP_PYTHON.exists(), reason=NO_BICEP)
+needs_checkov = pytest.mark.skipif(not CHECKOV_PYTHON.exists(), reason=NO_CHECKOV)
 
 # What the checkers read: infra/ and the code and config files they cross-check.
 CHECKED = [
