@@ -19,6 +19,7 @@ from activities import contracts
 from activities import workflow as steps
 from adapters import telemetry_export
 from adapters.factory import build_ports
+from domain.errors import DependencyUnavailable
 from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from orchestrators.order_workflow import agent_event, run_workflow
 from services import frontend, intake, scheduling
@@ -45,14 +46,22 @@ def _activity[P: contracts.AttemptInput, R](name: str, payload: P, run: Callable
 
 def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
     return intake.Delivery(
-        queue=queue, message_id=msg.message_id or "", lock_token=msg.lock_token or "", body=msg.get_body()
+        queue=queue,
+        message_id=msg.message_id or "",
+        lock_token=msg.lock_token or "",
+        body=msg.get_body(),
+        properties=msg.application_properties or {},
     )
 
 
 # --- Front end (E1, C3) -----------------------------------------------------------------------
 
 
-def _http(reply: frontend.Reply) -> func.HttpResponse:
+def _http(answer: Callable[[], frontend.Reply]) -> func.HttpResponse:
+    try:
+        reply = answer()
+    except DependencyUnavailable as outage:
+        reply = frontend.unavailable(outage, ports())
     return func.HttpResponse(
         json.dumps(reply.body), status_code=reply.status, headers=reply.headers, mimetype="application/json"
     )
@@ -60,12 +69,12 @@ def _http(reply: frontend.Reply) -> func.HttpResponse:
 
 @app.route(route="orders", methods=["POST"])
 def post_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(frontend.accept_order(req.get_body(), req.headers, ports()))
+    return _http(lambda: frontend.accept_order(req.get_body(), req.headers, ports()))
 
 
 @app.route(route="orders/{order_id}", methods=["GET"])
 def get_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(frontend.order_view(req.route_params["order_id"], req.headers, ports()))
+    return _http(lambda: frontend.order_view(req.route_params["order_id"], req.headers, ports()))
 
 
 # --- Submission (E1-E2) ---------------------------------------------------------------------
@@ -80,6 +89,9 @@ async def submit_order(msg: func.ServiceBusMessage, client: df.DurableOrchestrat
     delivery = _delivery(msg, ports().settings.orders_queue)
     try:
         result = await asyncio.to_thread(intake.handle_submission, delivery, ports())
+    except DependencyUnavailable as outage:  # back later on a scheduled copy, not at once
+        await asyncio.to_thread(intake.postpone, delivery, outage, ports())
+        return
     except Exception as error:
         if (msg.delivery_count or 0) < ports().settings.orders_max_deliveries:
             raise  # abandon: the broker delivers it again

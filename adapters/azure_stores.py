@@ -186,7 +186,12 @@ def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
     connection_string = settings.sql_connection
     if settings.sql_dialect == "sqlserver":
         connection_string = azure_sql_connection_string(settings)
-    return pyodbc_orders_repository(connection_string, DIALECTS[settings.sql_dialect])
+    return pyodbc_orders_repository(
+        connection_string,
+        DIALECTS[settings.sql_dialect],
+        login_timeout=settings.sql_login_timeout_seconds,
+        query_timeout=settings.sql_query_timeout_seconds,
+    )
 
 
 def table_compensation_log(settings: Settings) -> TableCompensationLog:

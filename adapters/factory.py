@@ -6,11 +6,13 @@ profile is a settings change and nothing else.
 
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from adapters.clock import SystemClock
+from adapters.resilience import RetryPolicy, guard
 from adapters.sql_orders import sqlite_orders_repository
 from adapters.sqlite_compensation_log import SqliteCompensationLog
 from adapters.sqlite_lease import SqliteLeaderLease
@@ -25,6 +27,8 @@ from domain.ports import (
     StateStore,
 )
 from services.context import Ports
+from services.notifications import raise_alert
+from services.outages import OutageMonitor
 from services.settings import Settings
 
 # Who holds the Supervisor's lease: unique per process, readable in logs.
@@ -40,6 +44,40 @@ class DevhostClock:
         return current_clock().now()
 
 
+# The names operators see in alerts and logs ("the orders database is unavailable: ...").
+ORDERS_DB = "orders database"
+STATE_STORE = "state store"
+RECOVERY_INDEX = "recovery index"
+COMPENSATION_LOG = "compensation log"
+SERVICE_BUS = "Service Bus"
+LEASE_STORE = "lease store"
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(
+        budget=settings.retry_budget_seconds,
+        first_wait=settings.retry_first_wait_seconds,
+        max_wait=settings.retry_max_wait_seconds,
+    )
+
+
+def _outage_alert(
+    messaging: MessageSender, settings: Settings, clock: Clock
+) -> Callable[[str, str, datetime], None]:
+    def alert(dependency: str, reason: str, since: datetime) -> None:
+        # Unguarded on purpose: when the bus is what is down, this fails once and is logged.
+        raise_alert(
+            messaging,
+            queue=settings.alerts_queue,
+            event="DependencyUnavailable",
+            reason=reason,
+            now=clock.now(),
+            dedup_key=f"{dependency.replace(' ', '-')}.{since:%Y%m%dT%H%M}",
+        )
+
+    return alert
+
+
 def _leader(settings: Settings, clock: Clock) -> LeaderLease:
     ttl = timedelta(seconds=settings.leader_lease_seconds)
     if settings.lease_storage_connection or settings.lease_storage_endpoint:
@@ -49,7 +87,9 @@ def _leader(settings: Settings, clock: Clock) -> LeaderLease:
     return SqliteLeaderLease(Path(settings.data_dir) / "leases.db", "supervisor", ttl, clock)
 
 
-def _with_recovery_index(settings: Settings, states: StateStore) -> StateStore:
+def _with_recovery_index(
+    settings: Settings, states: StateStore, shield: Callable[[str, Any], Any]
+) -> StateStore:
     """With SAS_RECOVERY_INDEX, the Supervisor scans a recovery index instead of the records (E14)."""
     if not settings.recovery_index:
         return states
@@ -58,13 +98,14 @@ def _with_recovery_index(settings: Settings, states: StateStore) -> StateStore:
     if settings.profile in ("emulators", "azure"):
         from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs
 
-        return IndexedStateStore(states, azure_stores.cosmos_recovery_index(settings))
+        index = shield(RECOVERY_INDEX, lambda: azure_stores.cosmos_recovery_index(settings))
+        return IndexedStateStore(states, index)
     from adapters.sqlite_recovery_index import SqliteRecoveryIndex  # noqa: PLC0415 - only with the index
 
     bucket = timedelta(minutes=settings.recovery_bucket_minutes)
-    return IndexedStateStore(
-        states, SqliteRecoveryIndex(Path(settings.data_dir) / "recovery_index.db", bucket)
-    )
+    path = Path(settings.data_dir) / "recovery_index.db"
+    index = shield(RECOVERY_INDEX, lambda: SqliteRecoveryIndex(path, bucket))
+    return IndexedStateStore(states, index)
 
 
 LOCAL_SERVICEBUS = "local"
@@ -90,30 +131,41 @@ def _messaging(settings: Settings, clock: Clock) -> Messaging:
 
 
 def build_ports(settings: Settings) -> Ports:
+    """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
+    within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``, and the first such
+    failure of an outage alerts an operator once (``services.outages``)."""
     clock: Clock = DevhostClock() if settings.clock == "devhost" else SystemClock()
+    policy = retry_policy(settings)
     messaging = _messaging(settings, clock)
+    outages = OutageMonitor(clock, _outage_alert(messaging, settings, clock))
+
+    def shield[T](dependency: str, build: Callable[[], T]) -> T:
+        return guard(build, dependency, policy, outages)
+
     states: StateStore
     orders: OrdersRepository
     compensation_log: CompensationLog
     if settings.profile in ("emulators", "azure"):
         from adapters import azure_stores  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
 
-        states = azure_stores.cosmos_state_store(settings)
-        orders = azure_stores.sql_orders_repository(settings)
-        compensation_log = azure_stores.table_compensation_log(settings)
+        states = shield(STATE_STORE, lambda: azure_stores.cosmos_state_store(settings))
+        orders = shield(ORDERS_DB, lambda: azure_stores.sql_orders_repository(settings))
+        compensation_log = shield(COMPENSATION_LOG, lambda: azure_stores.table_compensation_log(settings))
     else:
         data = Path(settings.data_dir)
-        states = SqliteStateStore(data / "state.db")
-        orders = sqlite_orders_repository(data / "orders.db")
-        compensation_log = SqliteCompensationLog(data / "compensation.db")
+        states = shield(STATE_STORE, lambda: SqliteStateStore(data / "state.db"))
+        orders = shield(ORDERS_DB, lambda: sqlite_orders_repository(data / "orders.db"))
+        compensation_log = shield(COMPENSATION_LOG, lambda: SqliteCompensationLog(data / "compensation.db"))
+    sender: MessageSender = guard(lambda: messaging, SERVICE_BUS, policy, outages)
     return Ports(
         settings=settings,
-        states=_with_recovery_index(settings, states),
+        states=_with_recovery_index(settings, states, shield),
         orders=orders,
         compensation_log=compensation_log,
         clock=clock,
-        sender=messaging,
+        sender=sender,
         settlement=messaging,
-        leader=_leader(settings, clock),
+        leader=shield(LEASE_STORE, lambda: _leader(settings, clock)),
         instance_name=INSTANCE_NAME,
+        outages=outages,
     )

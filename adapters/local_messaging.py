@@ -23,6 +23,7 @@ class LocalMessaging:
         message_id: str,
         correlation_id: str | None = None,
         properties: dict[str, str] | None = None,
+        scheduled_at: datetime | None = None,
     ) -> None:
         self.bus.send(
             queue,
@@ -31,6 +32,7 @@ class LocalMessaging:
             correlation_id=correlation_id,
             content_type="application/json",
             application_properties=properties or {},
+            scheduled_enqueue_time=scheduled_at,
         )
 
     def dead_letter(self, queue: str, lock_token: str, reason: str, description: str) -> None:

@@ -122,6 +122,7 @@ class ServiceBusMessaging:
         message_id: str,
         correlation_id: str | None = None,
         properties: dict[str, str] | None = None,
+        scheduled_at: datetime | None = None,
     ) -> None:
         lock, sender = self._sender(queue)
         message = ServiceBusMessage(
@@ -130,6 +131,7 @@ class ServiceBusMessaging:
             correlation_id=correlation_id,
             content_type="application/json",
             application_properties=dict(properties or {}),  # type: ignore[arg-type]
+            scheduled_enqueue_time_utc=scheduled_at,
         )
         with lock:
             sender.send_messages(message)

@@ -9,6 +9,7 @@ Money is stored in integer minor units so that no driver's DECIMAL quirks (SQLit
 strings) can change a total.
 """
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
+from adapters.sql_pool import Connection, ConnectionPool
 from domain.errors import RecordNotFound
 from domain.ports import InsertOutcome, OrderLineRow, OrderRow
 
@@ -32,16 +34,6 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
-
-
-class Connection(Protocol):
-    def cursor(self) -> Any: ...
-
-    def commit(self) -> Any: ...
-
-    def rollback(self) -> Any: ...
-
-    def close(self) -> Any: ...
 
 
 # DDL is the one part of the SQL that must be spelled per engine: T-SQL's NVARCHAR and DATETIME2
@@ -137,24 +129,28 @@ def from_minor(minor: object) -> Decimal:
 
 
 class SqlOrdersRepository:
-    """Orders over DB-API 2.0. ``connect`` returns a new connection (pooled by the driver)."""
+    """Orders over DB-API 2.0. ``connect`` opens a new connection; the repository pools them.
+
+    Each method is one transaction, safe to repeat: the insert is keyed by the OrderID and the
+    status update by its version, so a guarded caller (``adapters.resilience``) may retry it.
+    """
 
     def __init__(self, connect: Callable[[], Connection], dialect: SqlDialect) -> None:
-        self._connect = connect
+        self.pool = ConnectionPool(connect)
         self._dialect = dialect
 
     @contextmanager
     def _cursor(self) -> Iterator[Cursor]:
-        conn = self._connect()
-        try:
-            cursor = conn.cursor()
-            yield cursor
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+        with self.pool.connection() as conn:
+            try:
+                cursor: Cursor = conn.cursor()
+                yield cursor
+                conn.commit()
+            except BaseException:
+                # A broken connection cannot roll back; the pool drops it.
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+                raise
 
     def _dt_param(self, moment: datetime) -> object:
         utc = moment.astimezone(UTC).replace(tzinfo=None)
@@ -247,7 +243,8 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(path, timeout=30.0)
+        # Pooled: used by one thread at a time, but not always the one that opened it.
+        conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
@@ -264,18 +261,30 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
 
 
 def pyodbc_orders_repository(
-    connection_string: str, dialect: SqlDialect, schema: str | None = None
+    connection_string: str,
+    dialect: SqlDialect,
+    schema: str | None = None,
+    *,
+    login_timeout: int = 15,
+    query_timeout: int = 15,
 ) -> SqlOrdersRepository:
     """The same repository through pyodbc (Azure SQL with ODBC Driver 18, PostgreSQL, SQLite-ODBC).
 
     ``schema``: DDL to run first (tests and local set-up: ``SQLITE_SCHEMA``, ``POSTGRESQL_SCHEMA``);
-    in Azure the post-provision script owns it.
+    in Azure the post-provision script owns it. The timeouts (seconds) bound a server that
+    accepts the connection and then says nothing: without them a call would hang for as long
+    as the TCP connection lives, past the message lock and the step window.
     """
     import pyodbc  # noqa: PLC0415 - only the profiles that use ODBC need the driver manager
 
     def connect() -> Connection:
-        connection: Connection = pyodbc.connect(connection_string, autocommit=False)
-        return connection
+        connection = pyodbc.connect(connection_string, autocommit=False, timeout=login_timeout)
+        # SQL_ATTR_CONNECTION_TIMEOUT: ODBC Driver 18 and SQLite-ODBC have it. psqlODBC does not:
+        # libpq's own options bound it there, in the connection string (README "Transient faults").
+        with contextlib.suppress(pyodbc.Error):
+            connection.timeout = query_timeout
+        pooled: Connection = connection
+        return pooled
 
     if schema:
         setup = connect()

@@ -39,3 +39,18 @@ class PreconditionFailed(DomainError):
 
 class RecordNotFound(DomainError):
     """The state record does not exist."""
+
+
+class DependencyUnavailable(Exception):
+    """A database, store or broker kept failing on transient faults for a whole retry budget.
+
+    Not a ``DomainError``: nothing about the order is wrong, and the same call may succeed later.
+    """
+
+    def __init__(self, dependency: str, detail: str) -> None:
+        super().__init__(f"the {dependency} is unavailable: {detail}")
+        self.dependency = dependency
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type["DependencyUnavailable"], tuple[str, str]]:
+        return type(self), (self.dependency, self.detail)

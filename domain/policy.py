@@ -65,3 +65,31 @@ class SupervisorScan:
             raise ValueError("page_size and max_per_run must be at least 1")
         if self.lookback <= timedelta(0):
             raise ValueError("lookback must be positive")
+
+
+@dataclass(frozen=True)
+class Postponement:
+    """When a message whose dependencies are down comes back: ``first``, doubling up to
+    ``maximum``, at most ``limit`` times. Service Bus redelivers an abandoned message at once,
+    so without this an outage of seconds would use up MaxDeliveryCount and dead-letter it."""
+
+    first: timedelta = timedelta(seconds=5)
+    maximum: timedelta = timedelta(minutes=5)
+    limit: int = 20
+
+    def __post_init__(self) -> None:
+        if self.first <= timedelta(0) or self.maximum < self.first or self.limit < 0:
+            raise ValueError("need 0 < first <= maximum and limit >= 0")
+
+    def delay(self, postponed: int) -> timedelta | None:
+        """How long until the next try of a message postponed ``postponed`` times before; None
+        when it has used up the limit."""
+        if postponed >= self.limit:
+            return None
+        grown: timedelta = self.first * 2 ** min(postponed, 32)
+        return min(grown, self.maximum)
+
+    @property
+    def horizon(self) -> timedelta:
+        """The longest outage a message rides out: the sum of every delay."""
+        return sum((self.delay(n) or timedelta(0) for n in range(self.limit)), timedelta(0))

@@ -197,8 +197,10 @@ class MessageSender(Protocol):
         message_id: str,
         correlation_id: str | None = None,
         properties: dict[str, str] | None = None,
+        scheduled_at: datetime | None = None,
     ) -> None:
-        """Send one message. ``message_id`` is the broker's duplicate-detection key (E9)."""
+        """Send one message. ``message_id`` is the broker's duplicate-detection key (E9);
+        ``scheduled_at``: the message stays invisible until then (Service Bus scheduled messages)."""
         ...
 
 

@@ -88,10 +88,11 @@ class Ops:
 
     @property
     def messaging(self) -> QueueBrowser:
-        sender = self.ports.sender
-        if not isinstance(sender, QueueBrowser):
+        # The messaging adapter itself: the sender is wrapped in the transient-fault policy.
+        messaging = self.ports.settlement
+        if not isinstance(messaging, QueueBrowser):
             raise Refused(f"queue browsing is not available for profile {self.ports.settings.profile!r}")
-        return sender
+        return messaging
 
     # --- commands -------------------------------------------------------------------------------
 

@@ -49,8 +49,25 @@ OK = StepOutcome(None)
 Orchestration = Generator[Any, Any, str]
 
 
-FINISH_ATTEMPTS = 4
-FINISH_RETRY_DELAY = timedelta(seconds=5)
+# A failed activity is called again after these waits (durable timers), then the failure ends
+# the orchestration. An activity fails when a store or the bus stayed down for its whole retry
+# budget (SAS_RETRY_BUDGET_SECONDS): these waits span about a minute more, the order of a step's
+# window; an outage longer than that is the Supervisor's, which recovers the expired record (R7).
+# Every activity is safe to repeat: fenced writes, keyed inserts, sends with stable MessageIds.
+ACTIVITY_RETRY_DELAYS = tuple(timedelta(seconds=s) for s in (2, 4, 8, 16, 32))
+
+
+def call(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
+    """``context.call_activity(name, payload)``, retried on failure after ACTIVITY_RETRY_DELAYS.
+
+    The happy path's history is exactly one TaskScheduled and one TaskCompleted, as without it.
+    """
+    for delay in ACTIVITY_RETRY_DELAYS:
+        try:
+            return (yield context.call_activity(name, payload))
+        except Exception:  # noqa: BLE001 - the Durable SDK raises a failed activity as a bare Exception
+            yield context.create_timer(context.current_utc_datetime + delay)
+    return (yield context.call_activity(name, payload))
 
 
 def finish(
@@ -58,19 +75,12 @@ def finish(
 ) -> Generator[Any, Any, dict[str, Any]]:
     """The attempt's last write, then its status message and alert.
 
-    Retried on failure: if the write landed and a notification did not, the repeat finds the
-    record finished by this attempt and sends them again (their MessageIds drop duplicates).
+    If the write landed and a notification did not, the repeat finds the record finished by
+    this attempt and sends them again (their MessageIds drop duplicates).
     """
     payload = {**attempt, "Outcome": outcome, "Error": error}
-    for tries in range(1, FINISH_ATTEMPTS + 1):
-        try:
-            result: dict[str, Any] = yield context.call_activity("finish", payload)
-            return result
-        except Exception:
-            if tries == FINISH_ATTEMPTS:
-                raise
-            yield context.create_timer(context.current_utc_datetime + FINISH_RETRY_DELAY * tries)
-    raise AssertionError("unreachable")
+    result: dict[str, Any] = yield from call(context, "finish", payload)
+    return result
 
 
 def agent_event(request_id: str) -> str:
@@ -88,7 +98,7 @@ def agent_event(request_id: str) -> str:
 
 def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
     attempt = {"OrderID": context.get_input()["OrderID"], "InstanceID": context.instance_id}
-    start = yield context.call_activity("read_order", attempt)
+    start = yield from call(context, "read_order", attempt)
     if start["Fenced"]:
         return Ending.FENCED.value
     if start["Missing"]:
@@ -153,7 +163,7 @@ def run_step(
 ) -> Generator[Any, Any, StepOutcome]:
     work = {**attempt, "Step": step.name, "Action": action}
     if runs is Runs.LOCAL:
-        result = yield context.call_activity("run_local_step", {**work, "Order": payload})
+        result = yield from call(context, "run_local_step", {**work, "Order": payload})
         if result["Fenced"]:
             return StepOutcome(Ending.FENCED)
         if result.get("Error"):
@@ -177,12 +187,13 @@ def wait_for_reply(
 
 
 def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generator[Any, Any, StepOutcome]:
-    begun = yield context.call_activity("begin_step", work)
+    begun = yield from call(context, "begin_step", work)
     if begun["Fenced"]:
         return StepOutcome(Ending.FENCED)
     if begun["Exhausted"]:
         return StepOutcome(None, begun["Error"], failed=True)
-    yield context.call_activity(
+    yield from call(
+        context,
         "send_agent_request",
         {**work, "CompleteBy": begun["CompleteBy"], "MaxAttempts": begun["CallsGranted"], "Payload": payload},
     )
@@ -191,7 +202,7 @@ def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generato
     if reply is None:
         return StepOutcome(Ending.TIMED_OUT)  # R5: stop waiting, leave the record alone
     if reply["Outcome"] == "ok":
-        recorded = yield context.call_activity("record_step", {**work, "Result": reply.get("Result") or {}})
+        recorded = yield from call(context, "record_step", {**work, "Result": reply.get("Result") or {}})
         return StepOutcome(Ending.FENCED) if recorded["Fenced"] else OK
     if reply["Outcome"] == "permanent":
         return StepOutcome(None, f"{work['Action']}: {reply.get('Error')}", failed=True)

@@ -11,6 +11,7 @@ from domain.ports import (
     OrdersRepository,
     StateStore,
 )
+from services.outages import OutageMonitor
 from services.record_cache import RecordCache
 from services.settings import Settings
 
@@ -29,3 +30,5 @@ class Ports:
     instance_name: str
     # What this process last read or wrote of each record: fenced writes start from it.
     records: RecordCache = field(default_factory=RecordCache)
+    # Which dependencies are down now; one alert per outage (README "Transient faults").
+    outages: OutageMonitor | None = None

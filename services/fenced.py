@@ -49,7 +49,12 @@ def fenced_update(
         except PreconditionFailed:
             if cache is not None:
                 cache.forget(order_id)
-            continue  # another writer got there first: re-read, and the fence decides again
+            snapshot = states.get(order_id)
+            if snapshot is not None and snapshot.record == updated:
+                # Our own write, repeated after its answer was lost (a retried call): it landed.
+                written = snapshot
+            else:
+                continue  # another writer got there first: the fence decides again on this read
         if cache is not None:
             cache.remember(written)
         if written.record.ProcessState is not stored.record.ProcessState:

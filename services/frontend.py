@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.apps import NotAuthenticated, SubmittingApp, caller_client_id
+from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
 from domain.states import ProcessState
 from services.context import Ports
@@ -80,6 +81,13 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
         return _error(409, "OrderConflict", f"OrderID {order.OrderID} is taken by a different order")
     status_url = f"{base_url}/orders/{order.OrderID}"
     return Reply(202, {"OrderID": order.OrderID, "statusUrl": status_url}, {"Location": status_url})
+
+
+def unavailable(outage: DependencyUnavailable, ports: Ports) -> Reply:
+    """503 with Retry-After: a store or the bus stayed down for a whole retry budget. Nothing was
+    accepted, so the caller's retry is safe (the submission is idempotent by OrderID)."""
+    retry_after = str(ports.settings.backlog_retry_after_seconds)
+    return _error(503, "ServiceUnavailable", str(outage), {"Retry-After": retry_after})
 
 
 def _backlog(ports: Ports) -> Reply | None:

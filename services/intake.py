@@ -5,8 +5,10 @@ operator is alerted; nothing stored is overwritten.
 """
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from domain.errors import DependencyUnavailable
 from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
 from services.context import Ports
 from services.notifications import post_status, raise_alert
@@ -26,6 +28,7 @@ class Delivery:
     message_id: str
     lock_token: str
     body: bytes
+    properties: Mapping[str, object] = field(default_factory=dict)
 
 
 def _reject(
@@ -117,4 +120,44 @@ def give_up(delivery: Delivery, error: Exception, ports: Ports) -> None:
         "ProcessingFailed",
         f"{type(error).__name__}: {error}"[:1000],
         order_id=None,
+    )
+
+
+# Application properties of a postponed copy: how often it was postponed, and the MessageId of
+# the first delivery (each copy needs a MessageId of its own, or duplicate detection drops it).
+POSTPONED = "sas-postponed"
+FIRST_MESSAGE_ID = "sas-first-message-id"
+
+
+def postpone(delivery: Delivery, outage: DependencyUnavailable, ports: Ports) -> None:
+    """A store stayed down for a whole retry budget: send this submission again for later, as a
+    scheduled copy, and let the trigger complete the original. Service Bus would redeliver an
+    abandoned message at once and dead-letter a valid order after MaxDeliveryCount quick
+    failures; this rides out outages up to the postponement horizon (the default: over an hour).
+
+    Idempotent either way: a crash between the send and the completion leaves two copies, and
+    the second is a duplicate submission (same OrderID and hash). Past the limit the message is
+    dead-lettered ``DependencyUnavailable`` with an alert: an operator resubmits it.
+    """
+    postponed = int(str(delivery.properties.get(POSTPONED, 0)))
+    delay = ports.settings.postponement.delay(postponed)
+    if delay is None:
+        description = f"{outage} (postponed {postponed} times)"
+        _reject(ports, delivery, "DependencyUnavailable", description, order_id=None)
+        return
+    first = str(delivery.properties.get(FIRST_MESSAGE_ID, delivery.message_id))
+    ports.sender.send(
+        delivery.queue,
+        delivery.body.decode(),
+        message_id=f"{first}.p{postponed + 1}",
+        properties={POSTPONED: str(postponed + 1), FIRST_MESSAGE_ID: first},
+        scheduled_at=ports.clock.now() + delay,
+    )
+    log.warning(
+        "submission %s postponed by %s (%d of %d): %s",
+        first,
+        delay,
+        postponed + 1,
+        ports.settings.postponement.limit,
+        outage,
     )

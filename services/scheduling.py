@@ -5,7 +5,7 @@ import logging
 from typing import Any, Protocol
 
 from domain import transitions
-from domain.errors import IllegalTransition, PreconditionFailed
+from domain.errors import DependencyUnavailable, IllegalTransition, PreconditionFailed
 from domain.ports import Stored
 from domain.states import ProcessState
 from domain.workflow import orchestrator_name
@@ -25,7 +25,18 @@ class OrchestrationStarter(Protocol):
 
 
 async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimReport:
-    """Claim first, then start: the claim's start grace covers a crash in between (design.md §3)."""
+    """Claim first, then start: the claim's start grace covers a crash in between (design.md §3).
+
+    A store that is down ends the tick quietly (the outage was alerted once where it was seen);
+    the next tick tries again, so the starter recovers by itself."""
+    try:
+        return await _start_pending(client, ports)
+    except DependencyUnavailable as outage:
+        log.warning("starter: %s; the next tick tries again", outage)
+        return ClaimReport()
+
+
+async def _start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimReport:
     settings = ports.settings
     report = await asyncio.to_thread(
         claim_pending,
@@ -149,8 +160,13 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
 
 async def run_supervisor(client: OrchestrationStarter, ports: Ports) -> SupervisionReport:
     """A run, then the next attempt of every record it sent straight back to Pending, started at
-    once (within the in-flight cap) rather than at the starter's next tick."""
-    report = await asyncio.to_thread(supervise_and_notify, ports)
+    once (within the in-flight cap) rather than at the starter's next tick. A store that is down
+    ends the run; what it did not reach waits for the next run (expired records stay expired)."""
+    try:
+        report = await asyncio.to_thread(supervise_and_notify, ports)
+    except DependencyUnavailable as outage:
+        log.warning("supervisor: %s; the next run tries again", outage)
+        return SupervisionReport()
     for stored in report.restartable:
         await start_now(client, ports, stored)
     return report

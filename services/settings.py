@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from domain.apps import Registry
-from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
+from domain.policy import Postponement, RecoveryPolicy, SchedulerPolicy, SupervisorScan
 
 
 def _registry(value: object) -> object:
@@ -108,6 +108,21 @@ class Settings(BaseModel):
     leader_lease_seconds: int = Field(30, alias="SAS_LEADER_LEASE_SECONDS", ge=15, le=60)
     lease_storage_connection: str | None = Field(None, alias="LeaseStorageConnection")
     lease_storage_endpoint: str | None = Field(None, alias="LeaseStorageConnection__blobServiceUri")
+    # Transient faults (README "Transient faults"): each call to a store or the bus retries for
+    # this long at most, waiting first_wait x 2^n (jittered, at most max_wait) between tries;
+    # at most half a step's window and well inside a message lock (PT1M).
+    retry_budget_seconds: float = Field(10, alias="SAS_RETRY_BUDGET_SECONDS", ge=0, le=30)
+    retry_first_wait_seconds: float = Field(0.2, alias="SAS_RETRY_FIRST_WAIT_SECONDS", gt=0, le=10)
+    retry_max_wait_seconds: float = Field(5, alias="SAS_RETRY_MAX_WAIT_SECONDS", gt=0, le=30)
+    # A server that accepts and then says nothing fails a SQL call after this long, not never.
+    sql_login_timeout_seconds: int = Field(10, alias="SAS_SQL_LOGIN_TIMEOUT_SECONDS", ge=1, le=60)
+    sql_query_timeout_seconds: int = Field(10, alias="SAS_SQL_QUERY_TIMEOUT_SECONDS", ge=1, le=60)
+    # A submission whose store is down for longer than the retry budget comes back later, on a
+    # scheduled copy of its message: first after this many seconds, doubling up to the maximum,
+    # at most this many times (the default spans more than an hour) before it is dead-lettered.
+    postpone_first_seconds: float = Field(5, alias="SAS_POSTPONE_FIRST_SECONDS", gt=0)
+    postpone_max_seconds: float = Field(300, alias="SAS_POSTPONE_MAX_SECONDS", gt=0)
+    postpone_limit: int = Field(20, alias="SAS_POSTPONE_LIMIT", ge=0, le=1000)
 
     @model_validator(mode="after")
     def _budget_covers_every_layer(self) -> "Settings":
@@ -140,6 +155,29 @@ class Settings(BaseModel):
                 "inside its attempt's window, not after its CompleteBy"
             )
         return self
+
+    @model_validator(mode="after")
+    def _retries_fit_a_step(self) -> "Settings":
+        if 2 * self.retry_budget_seconds > min(self.step_timeout_seconds, self.start_grace_seconds):
+            raise ValueError(
+                f"SAS_RETRY_BUDGET_SECONDS={self.retry_budget_seconds} must be at most half of "
+                f"SAS_STEP_TIMEOUT_SECONDS={self.step_timeout_seconds} and of "
+                f"SAS_START_GRACE_SECONDS={self.start_grace_seconds}: an activity's retries must end "
+                "inside its attempt's window"
+            )
+        if self.retry_max_wait_seconds < self.retry_first_wait_seconds:
+            raise ValueError("SAS_RETRY_MAX_WAIT_SECONDS must be at least SAS_RETRY_FIRST_WAIT_SECONDS")
+        if self.postpone_max_seconds < self.postpone_first_seconds:
+            raise ValueError("SAS_POSTPONE_MAX_SECONDS must be at least SAS_POSTPONE_FIRST_SECONDS")
+        return self
+
+    @property
+    def postponement(self) -> Postponement:
+        return Postponement(
+            first=timedelta(seconds=self.postpone_first_seconds),
+            maximum=timedelta(seconds=self.postpone_max_seconds),
+            limit=self.postpone_limit,
+        )
 
     @property
     def calls_per_step_attempt(self) -> int:

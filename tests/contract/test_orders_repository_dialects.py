@@ -262,8 +262,9 @@ class FakeAzureSql:
         self.connection_strings: list[str] = []
         self.rows: list[tuple[Any, ...]] = []
 
-    def connect(self, connection_string: str, autocommit: bool) -> "FakeAzureSql":
+    def connect(self, connection_string: str, autocommit: bool, timeout: int) -> "FakeAzureSql":
         self.connection_strings.append(connection_string)
+        self.login_timeout = timeout
         return self
 
     def cursor(self) -> "FakeAzureSql":

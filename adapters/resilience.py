@@ -1,0 +1,224 @@
+"""One transient-fault policy for every dependency: which errors are worth another try, how long
+to keep trying, and what a caller sees when the time is up.
+
+``is_transient`` classifies an error from any of the drivers and SDKs behind the ports (ODBC
+drivers through pyodbc, stdlib sqlite3, azure-core's HTTP SDKs, azure-servicebus). ``guard`` wraps
+a port so that each call retries transient faults with exponential back-off and full jitter for
+at most ``RetryPolicy.budget``, then raises ``DependencyUnavailable`` naming the dependency; it
+also tells an ``OutageObserver`` when a dependency stops and starts answering, which is how one
+outage makes one operator alert. Errors that are not transient (a bug, a refused write, a
+conflict) pass through at once, untouched: retrying them would only delay the same answer.
+
+What a caller does once the budget is spent is the caller's business (README "Transient
+faults"): a submission comes back later on a scheduled message, an orchestration retries the
+activity on a durable timer, the starter and the Supervisor wait for their next tick.
+"""
+
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from domain.errors import DependencyUnavailable
+
+log = logging.getLogger("sas.resilience")
+
+# HTTP statuses that say "not now" rather than "no": timeouts, throttling (Cosmos's 429 and
+# 449 retry-with), and the gateway family. Cosmos's 410 Gone is left to its SDK.
+TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 449, 500, 502, 503, 504})
+
+# SQLSTATEs (ODBC and PostgreSQL): class 08 is every connection exception; HYT00/HYT01 are
+# ODBC's query and login timeouts; 40001 and 40P01 are serialization failures and deadlocks
+# (the statement was rolled back and can run again); 57P01-57P03 are a PostgreSQL server
+# shutting down, crashed or starting; 53300 is too many connections.
+_TRANSIENT_SQLSTATES = frozenset({"HYT00", "HYT01", "40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+
+# Azure SQL's transient error numbers, which ODBC Driver 18 writes as "(40613)" in the message
+# (Microsoft's list for Azure SQL Database and the one Entity Framework retries): 40613 is a
+# database that is not available yet, e.g. resuming from serverless auto-pause; 40197, 40501,
+# 49918-49920 are service errors and busy; 10928/10929 resource limits; 4060/4221 a login while
+# the database is moving; 10053/10054/10060, 233, 64, 121, 20 broken or timed-out transports;
+# 1205 a deadlock victim.
+_TRANSIENT_SQLSERVER_ERRORS = frozenset(
+    {20, 64, 121, 233, 1205, 4060, 4221, 10053, 10054, 10060, 10928, 10929, 40197, 40501, 40613}
+    | {42108, 42109, 49918, 49919, 49920}
+)
+_NATIVE_ERROR = re.compile(r"\((\d+)\)")
+
+# What psqlODBC and SQLite say when their server or file is momentarily unreachable; psqlODBC
+# often reports a lost server as a generic HY000 or 08S01 with one of these texts.
+_TRANSIENT_DRIVER_TEXTS = (
+    "server closed the connection unexpectedly",
+    "could not connect to server",
+    "connection to server",
+    "no connection to the server",
+    "terminating connection",
+    "could not receive data from server",
+    "could not send data to server",
+    "Connection refused",
+    "Connection reset",
+    "timeout expired",
+    "database is locked",
+    "database table is locked",
+)
+
+# azure-servicebus marks auth errors retryable too; those are configuration, not weather.
+_TRANSIENT_SERVICEBUS_ERRORS = frozenset(
+    {
+        "ServiceBusConnectionError",
+        "ServiceBusCommunicationError",
+        "ServiceBusServerBusyError",
+        "OperationTimeoutError",
+    }
+)
+
+
+def _is_dbapi_error(error: BaseException) -> bool:
+    # DB-API 2.0: every driver's exceptions derive from a class named Error (sqlite3, pyodbc).
+    return any(
+        cls.__name__ == "Error" and cls.__module__ in ("pyodbc", "sqlite3") for cls in type(error).__mro__
+    )
+
+
+def _is_transient_sql(error: BaseException) -> bool:
+    if isinstance(error, sqlite3.OperationalError):
+        return any(text in str(error) for text in _TRANSIENT_DRIVER_TEXTS)
+    sqlstate = str(error.args[0]) if error.args else ""
+    if sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES:
+        return True
+    message = str(error)
+    if any(int(number) in _TRANSIENT_SQLSERVER_ERRORS for number in _NATIVE_ERROR.findall(message)):
+        return True
+    return any(text in message for text in _TRANSIENT_DRIVER_TEXTS)
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when the same call may well succeed later: a dependency that is down, busy,
+    throttling or unreachable. False for everything that would fail the same way again."""
+    if isinstance(error, DependencyUnavailable):
+        return True
+    if isinstance(error, ServiceRequestError | ServiceResponseError):
+        return True  # no answer at all: refused, reset, timed out, DNS
+    if isinstance(error, HttpResponseError):
+        return error.status_code in TRANSIENT_HTTP_STATUSES
+    if type(error).__name__ in _TRANSIENT_SERVICEBUS_ERRORS:
+        return True
+    if _is_dbapi_error(error):
+        return _is_transient_sql(error)
+    return isinstance(error, ConnectionError | TimeoutError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long one call to a dependency keeps trying (``budget`` seconds from its first try),
+    and how long it waits between tries: random in [0, min(max_wait, first_wait * 2**n)]
+    (full jitter, so callers that failed together do not retry together)."""
+
+    budget: float = 10.0
+    first_wait: float = 0.2
+    max_wait: float = 5.0
+    # tenacity's sleep; tests replace it to run the schedule without waiting.
+    sleep: Callable[[float], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget < 0 or self.first_wait <= 0 or self.max_wait < self.first_wait:
+            raise ValueError("need budget >= 0 and 0 < first_wait <= max_wait")
+
+    def retrying(self) -> Retrying:
+        extra: dict[str, Any] = {} if self.sleep is None else {"sleep": self.sleep}
+        return Retrying(
+            retry=retry_if_exception(is_transient),
+            wait=wait_random_exponential(multiplier=self.first_wait, max=self.max_wait),
+            stop=stop_after_delay(self.budget),
+            reraise=True,
+            before_sleep=_log_retry,
+            **extra,
+        )
+
+
+def _log_retry(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    log.debug("transient fault, try %d failed: %s", state.attempt_number, error)
+
+
+class OutageObserver(Protocol):
+    def unavailable(self, dependency: str, error: BaseException) -> None:
+        """A call to ``dependency`` failed on transient faults for a whole retry budget."""
+        ...
+
+    def available(self, dependency: str) -> None:
+        """A call to ``dependency`` succeeded (cheap when nothing was wrong)."""
+        ...
+
+
+class _Guarded:
+    """Every public method of the target, retried under the policy (see ``guard``)."""
+
+    def __init__(
+        self, build: Callable[[], object], dependency: str, policy: RetryPolicy, observer: OutageObserver
+    ) -> None:
+        self._build = build
+        self._target: object | None = None
+        self._lock = threading.Lock()
+        self._dependency = dependency
+        self._policy = policy
+        self._observer = observer
+
+    def _resolved(self) -> object:
+        if self._target is None:
+            with self._lock:
+                if self._target is None:
+                    self._target = self._build()
+        return self._target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._target is not None and not callable(member := getattr(self._target, name)):
+            return member  # a plain attribute (e.g. a pool's counters): nothing to retry
+        return lambda *args, **kwargs: self._run(lambda: getattr(self._resolved(), name)(*args, **kwargs))
+
+    def _run(self, call: Callable[[], Any]) -> Any:
+        try:
+            result = self._policy.retrying()(call)
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            self._observer.unavailable(self._dependency, error)
+            if isinstance(error, DependencyUnavailable):
+                raise
+            raise DependencyUnavailable(self._dependency, f"{type(error).__name__}: {error}") from error
+        self._observer.available(self._dependency)
+        return result
+
+    def __repr__(self) -> str:
+        return f"guard({self._dependency!r}, {self._target!r})"
+
+
+def guard[T](build: Callable[[], T], dependency: str, policy: RetryPolicy, observer: OutageObserver) -> T:
+    """The adapter ``build`` makes, with every method call retried on transient faults under
+    ``policy``; when the budget is spent, the call raises ``DependencyUnavailable(dependency)``
+    (from the last error).
+
+    The adapter is built on the first call, inside the same retries: some constructors talk to
+    their server (the Cosmos client reads the account, the lease creates its container), and a
+    server that is down when a worker starts is an outage like any other, not a start-up crash
+    repeated on every invocation.
+
+    Only ports whose every method is safe to repeat are guarded: reads, conditional writes
+    (a repeated ``If-Match`` write fails 412 and the fenced write re-reads), inserts keyed by
+    the OrderID, sends with a stable MessageId (the broker drops the copy).
+    """
+    return cast(T, _Guarded(build, dependency, policy, observer))

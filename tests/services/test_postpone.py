@@ -1,0 +1,108 @@
+"""Back-off across deliveries: a submission whose store stays down past the retry budget comes
+back later on a scheduled copy of its message, never at once, and is dead-lettered only past the
+postponement limit."""
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from adapters.clock import ManualClock
+from adapters.factory import build_ports
+from adapters.local_messaging import LocalMessaging
+from devhost.servicebus import LocalServiceBus, QueueConfig, ReceivedMessage
+from domain.errors import DependencyUnavailable
+from services.context import Ports
+from services.intake import FIRST_MESSAGE_ID, POSTPONED, Delivery, postpone
+from services.settings import Settings
+from tests.conftest import T0, make_submission
+
+OUTAGE = DependencyUnavailable("orders database", "OperationalError: could not connect to server")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def bus(tmp_path: Path, clock: ManualClock) -> Iterator[LocalServiceBus]:
+    bus = LocalServiceBus(tmp_path / "sb.db", clock=clock.now)
+    for queue in ("orders", "operator-alerts"):
+        bus.declare(QueueConfig(queue))
+    yield bus
+    bus.close()
+
+
+def ports_for(tmp_path: Path, clock: ManualClock, **settings: str) -> Ports:
+    env = {
+        "SAS_DATA_DIR": str(tmp_path / "data"),
+        "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
+        **{f"SAS_{key.upper()}": value for key, value in settings.items()},
+    }
+    built = build_ports(Settings.from_env(env))
+    messaging = LocalMessaging(tmp_path / "sb.db", clock.now)
+    return dataclasses.replace(built, clock=clock, sender=messaging, settlement=messaging)
+
+
+def deliver(bus: LocalServiceBus) -> Delivery:
+    [message] = bus.receive("orders")
+    return as_delivery(message)
+
+
+def as_delivery(message: ReceivedMessage) -> Delivery:
+    return Delivery(
+        queue="orders",
+        message_id=message.message_id,
+        lock_token=message.lock_token,
+        body=message.body,
+        properties=message.application_properties,
+    )
+
+
+def test_a_postponed_submission_comes_back_after_a_growing_delay(
+    tmp_path: Path, clock: ManualClock, bus: LocalServiceBus
+) -> None:
+    ports = ports_for(tmp_path, clock)
+    order = make_submission("o-1")
+    bus.send("orders", order.model_dump_json(), message_id="o-1.abc")
+    first = deliver(bus)
+
+    postpone(first, OUTAGE, ports)
+    assert bus.receive("orders") == []  # the copy is not visible yet: no redelivery at once
+    clock.advance(timedelta(seconds=5))
+    copy = deliver(bus)
+    assert copy.message_id == "o-1.abc.p1"  # its own MessageId: duplicate detection keeps it
+    assert json.loads(copy.body) == json.loads(order.model_dump_json())
+    assert copy.properties == {POSTPONED: "1", FIRST_MESSAGE_ID: "o-1.abc"}
+
+    postpone(copy, OUTAGE, ports)
+    clock.advance(timedelta(seconds=9))
+    assert bus.receive("orders") == []
+    clock.advance(timedelta(seconds=1))  # the second wait is twice the first
+    again = deliver(bus)
+    assert again.message_id == "o-1.abc.p2"
+    assert again.properties == {POSTPONED: "2", FIRST_MESSAGE_ID: "o-1.abc"}
+
+
+def test_past_the_limit_the_submission_is_dead_lettered_with_the_outage(
+    tmp_path: Path, clock: ManualClock, bus: LocalServiceBus
+) -> None:
+    ports = ports_for(tmp_path, clock, postpone_limit="1")
+    bus.send(
+        "orders",
+        make_submission("o-2").model_dump_json(),
+        message_id="o-2.abc.p1",
+        application_properties={POSTPONED: "1", FIRST_MESSAGE_ID: "o-2.abc"},
+    )
+    postpone(deliver(bus), OUTAGE, ports)
+    [dead] = bus.peek("orders/$deadletterqueue")
+    assert dead.dead_letter_reason == "DependencyUnavailable"
+    assert "orders database is unavailable" in (dead.dead_letter_error_description or "")
+    assert "postponed 1 times" in (dead.dead_letter_error_description or "")
+    [alert] = [json.loads(m.body) for m in bus.peek("operator-alerts")]
+    assert alert["Event"] == "SubmissionRejected"
+    assert bus.peek("orders") == []  # no copy: given up, for an operator to resubmit

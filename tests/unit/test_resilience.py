@@ -1,0 +1,226 @@
+"""The transient-fault policy: which errors are retried, for how long, and what callers see."""
+
+import sqlite3
+from datetime import timedelta
+from typing import Any
+
+import pyodbc
+import pytest
+from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from azure.cosmos.exceptions import CosmosHttpResponseError
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    ServiceBusConnectionError,
+    ServiceBusServerBusyError,
+)
+
+from adapters.clock import ManualClock
+from adapters.resilience import RetryPolicy, guard, is_transient
+from adapters.sql_pool import ConnectionPool
+from domain.errors import DependencyUnavailable, PreconditionFailed
+from domain.policy import Postponement
+from services.outages import OutageMonitor
+from tests.conftest import T0
+
+
+def http_error(status: int) -> HttpResponseError:
+    error = HttpResponseError(message=f"status {status}")
+    error.status_code = status
+    return error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        sqlite3.OperationalError("database is locked"),
+        pyodbc.OperationalError("08001", "[unixODBC]could not connect to server: Connection refused"),
+        pyodbc.Error("08S01", "[PostgreSQL]server closed the connection unexpectedly"),
+        pyodbc.OperationalError("HYT00", "[Microsoft][ODBC Driver 18 for SQL Server]Login timeout expired"),
+        pyodbc.Error(
+            "42000",
+            "[Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Database 'orders' on server 'sql' is not "
+            "currently available. Please retry the connection later. (40613) (SQLDriverConnect)",
+        ),
+        pyodbc.Error("40001", "[SQL Server]Transaction was deadlocked (1205)"),
+        pyodbc.Error("57P01", "terminating connection due to administrator command"),
+        ServiceRequestError("Connection refused"),
+        ServiceResponseError("Connection reset by peer"),
+        http_error(408),
+        http_error(429),
+        http_error(449),
+        http_error(503),
+        CosmosHttpResponseError(status_code=503, message="Service Unavailable"),
+        ServiceBusConnectionError(message="link detached"),
+        ServiceBusServerBusyError(message="server busy"),
+        ConnectionResetError("reset"),
+        TimeoutError("timed out"),
+        DependencyUnavailable("orders database", "down"),
+    ],
+    ids=repr,
+)
+def test_faults_that_may_clear_are_transient(error: BaseException) -> None:
+    assert is_transient(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        sqlite3.IntegrityError("UNIQUE constraint failed: Orders.OrderID"),
+        sqlite3.OperationalError("no such table: Orders"),
+        pyodbc.IntegrityError("23505", "duplicate key value violates unique constraint"),
+        pyodbc.Error("23000", "[SQL Server]Violation of PRIMARY KEY constraint (2627)"),
+        pyodbc.ProgrammingError("42S02", "[SQL Server]Invalid object name 'Orders'. (208)"),
+        http_error(400),
+        http_error(404),
+        http_error(409),
+        http_error(412),
+        CosmosHttpResponseError(status_code=412, message="Precondition Failed"),
+        MessageSizeExceededError(message="too big"),
+        PreconditionFailed("etag"),
+        ValueError("a bug"),
+    ],
+    ids=repr,
+)
+def test_faults_that_would_repeat_are_not(error: BaseException) -> None:
+    assert not is_transient(error)
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def unavailable(self, dependency: str, error: BaseException) -> None:
+        self.events.append(("down", dependency))
+
+    def available(self, dependency: str) -> None:
+        self.events.append(("up", dependency))
+
+
+class Flaky:
+    """Fails with ``error`` for the first ``failures`` calls, then answers."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        self.failures = failures
+        self.error = error
+        self.calls = 0
+
+    def read(self, key: str) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return f"value of {key}"
+
+
+# Short real waits: tenacity measures its budget on the monotonic clock.
+FAST = RetryPolicy(budget=0.5, first_wait=0.001, max_wait=0.01)
+
+
+def test_a_guarded_call_rides_out_transient_faults_within_its_budget() -> None:
+    target, observer = Flaky(3, ServiceRequestError("refused")), Observer()
+    assert guard(lambda: target, "state store", FAST, observer).read("k") == "value of k"
+    assert target.calls == 4
+    assert observer.events == [("up", "state store")]
+
+
+def test_a_fault_outlasting_the_budget_names_the_dependency() -> None:
+    target, observer = Flaky(10**9, pyodbc.OperationalError("08001", "Connection refused")), Observer()
+    guarded = guard(lambda: target, "orders database", FAST, observer)
+    with pytest.raises(DependencyUnavailable) as raised:
+        guarded.read("k")
+    assert raised.value.dependency == "orders database"
+    assert isinstance(raised.value.__cause__, pyodbc.OperationalError)
+    assert target.calls > 2  # retried, not given up at the first failure
+    assert observer.events == [("down", "orders database")]
+
+
+def test_an_error_that_would_repeat_is_not_retried() -> None:
+    target, observer = Flaky(1, PreconditionFailed("etag")), Observer()
+    with pytest.raises(PreconditionFailed):
+        guard(lambda: target, "state store", FAST, observer).read("k")
+    assert target.calls == 1
+    assert observer.events == []
+
+
+def test_an_adapter_whose_server_is_down_at_start_is_built_on_a_later_call() -> None:
+    builds = Flaky(10**9, ServiceRequestError("refused"))
+    observer = Observer()
+    guarded = guard(lambda: (builds.read("x"), Flaky(0, ValueError()))[1], "state store", FAST, observer)
+    with pytest.raises(DependencyUnavailable):
+        guarded.read("k")
+    builds.failures = builds.calls  # the server is back
+    assert guarded.read("k") == "value of k"
+    assert observer.events == [("down", "state store"), ("up", "state store")]
+
+
+def test_one_outage_raises_one_alert_however_many_calls_fail() -> None:
+    alerts: list[str] = []
+    clock = ManualClock(T0)
+    monitor = OutageMonitor(clock, lambda dependency, reason, since: alerts.append(dependency))
+    for _ in range(50):
+        monitor.unavailable("orders database", ConnectionError("refused"))
+    monitor.unavailable("state store", ConnectionError("reset"))
+    assert alerts == ["orders database", "state store"]
+    assert monitor.outages()["orders database"].failures == 50
+    clock.advance(timedelta(minutes=10))
+    monitor.available("orders database")
+    assert set(monitor.outages()) == {"state store"}
+    monitor.unavailable("orders database", ConnectionError("refused"))  # a new outage
+    assert alerts == ["orders database", "state store", "orders database"]
+
+
+def test_an_alert_that_cannot_be_sent_does_not_fail_the_caller() -> None:
+    def broken(dependency: str, reason: str, since: Any) -> None:
+        raise ConnectionError("the bus is down too")
+
+    OutageMonitor(ManualClock(T0), broken).unavailable("Service Bus", ConnectionError("refused"))
+
+
+class FakeConnection:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def cursor(self) -> object:
+        return object()
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_pool_reuses_a_connection_across_calls() -> None:
+    pool = ConnectionPool(FakeConnection)
+    with pool.connection() as first:
+        pass
+    with pool.connection() as second:
+        pass
+    assert first is second and pool.opened == 1
+
+
+def test_a_transient_fault_drops_the_connection_and_the_idle_ones() -> None:
+    pool = ConnectionPool(FakeConnection)
+    with pool.connection() as a, pool.connection() as b:
+        pass  # two idle connections now
+    with pytest.raises(pyodbc.Error), pool.connection() as broken:
+        raise pyodbc.Error("08S01", "server closed the connection unexpectedly")
+    assert broken.closed and a.closed and b.closed
+    with pool.connection() as fresh:
+        assert fresh not in (a, b)
+
+
+def test_an_error_of_the_statement_keeps_the_connection() -> None:
+    pool = ConnectionPool(FakeConnection)
+    with pytest.raises(pyodbc.IntegrityError), pool.connection() as conn:
+        raise pyodbc.IntegrityError("23505", "duplicate key")
+    with pool.connection() as again:
+        assert again is conn and not conn.closed
+
+
+def test_postponements_grow_to_a_maximum_and_stop_at_the_limit() -> None:
+    policy = Postponement(first=timedelta(seconds=5), maximum=timedelta(minutes=5), limit=20)
+    delays = [policy.delay(n) for n in range(21)]
+    assert delays[:4] == [timedelta(seconds=s) for s in (5, 10, 20, 40)]
+    assert delays[19] == timedelta(minutes=5) and delays[20] is None
+    assert policy.horizon > timedelta(hours=1)  # the defaults ride out an hour's outage
