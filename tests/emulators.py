@@ -2,6 +2,7 @@
 the Cosmos DB API server and Azurite, both installed by ``make emulators``, and a PostgreSQL
 cluster reached over ODBC (``make system-deps``)."""
 
+import contextlib
 import os
 import pwd
 import re
@@ -37,28 +38,39 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def cosmos_endpoint() -> Iterator[str]:
-    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
+@contextlib.contextmanager
+def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str]:
+    """A Cosmos DB API server (@vercel/cosmosdb-server) on ``127.0.0.1:<port>``, stopped on exit;
+    yields its endpoint. With ``advertised_port`` its account document names that port as the
+    account's endpoint, which the SDK then sends every request to: a test puts a proxy there
+    (testing/fault_proxy.py; emulators/cosmos-server.js says why)."""
     if not COSMOS_PACKAGE.exists():
         pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
-    port = _free_port()
+    advertised = [str(advertised_port)] if advertised_port is not None else []
     server = subprocess.Popen(
-        ["node", str(COSMOS_SERVER), str(port), "127.0.0.1"],
+        ["node", str(COSMOS_SERVER), str(port), "127.0.0.1", *advertised],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert server.stdout is not None
-    ready = server.stdout.readline()  # "Ready to accept HTTPS connections at ..."
-    if "Ready" not in ready:
-        server.kill()
-        pytest.fail(f"the Cosmos emulator did not start: {ready}")
-    threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its pipe drained
-    urllib3.disable_warnings()  # its certificate is self-signed, on loopback
-    yield f"https://127.0.0.1:{port}"
-    server.terminate()
-    server.wait(timeout=10)
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline()  # "Ready to accept HTTPS connections at ..."
+        if "Ready" not in ready:
+            pytest.fail(f"the Cosmos emulator did not start: {ready}")
+        threading.Thread(target=server.stdout.read, daemon=True).start()  # keep its pipe drained
+        urllib3.disable_warnings()  # its certificate is self-signed, on loopback
+        yield f"https://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def cosmos_endpoint() -> Iterator[str]:
+    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
+    with cosmos_server(_free_port()) as endpoint:
+        yield endpoint
 
 
 AZURITE = ROOT / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
@@ -99,7 +111,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
         cwd=workdir,  # anything it writes stays out of the repo
     )
     assert server.stdout is not None
-    lines = []
+    lines: list[str] = []
     while not any("Table service is successfully listening" in line for line in lines):
         line = server.stdout.readline()
         if not line:
