@@ -36,6 +36,21 @@ class MissingSetting(ValueError):
     pass
 
 
+def sdk_retries(settings: Settings) -> dict[str, Any]:
+    """azure-core's own retries for the Table, Blob and Service Bus clients, bounded to fit the
+    app's policy (adapters/resilience.py): by default they try 10 times (3 for Service Bus) with
+    waits of up to 120 s, long enough to outlive a message lock; here a couple of quick tries,
+    and the app's budget covers the rest. Each try is bounded too (HTTP clients only)."""
+    return {"retry_total": 2, "retry_backoff_max": settings.retry_max_wait_seconds}
+
+
+def _http_timeouts(settings: Settings) -> dict[str, Any]:
+    return {
+        "connection_timeout": settings.connect_timeout_seconds,
+        "read_timeout": settings.call_timeout_seconds,
+    }
+
+
 def _credential(settings: Settings) -> Any:
     from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - azure profile only
 
@@ -82,6 +97,14 @@ def cosmos_container(
         "transport": pooled_transport(),
         "retry_throttle_total": settings.cosmos_throttle_retries,
         "retry_throttle_backoff_max": settings.cosmos_throttle_max_wait_seconds,
+        # A stalled server: the defaults (5 s to connect, 65 s to answer, up to 10 tries) would
+        # hold a call for minutes; bound each try, and leave longer outages to the app's policy
+        # (adapters/resilience.py), which retries within SAS_RETRY_BUDGET_SECONDS.
+        "connection_timeout": settings.connect_timeout_seconds,
+        "read_timeout": settings.call_timeout_seconds,
+        "retry_connect": 1,
+        "retry_read": 1,
+        "retry_backoff_max": settings.retry_max_wait_seconds,
         **client_options,
     }
     if settings.cosmos_connection:
@@ -189,8 +212,8 @@ def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
     return pyodbc_orders_repository(
         connection_string,
         DIALECTS[settings.sql_dialect],
-        login_timeout=settings.sql_login_timeout_seconds,
-        query_timeout=settings.sql_query_timeout_seconds,
+        login_timeout=settings.connect_timeout_seconds,
+        query_timeout=settings.call_timeout_seconds,
     )
 
 
@@ -198,9 +221,17 @@ def table_compensation_log(settings: Settings) -> TableCompensationLog:
     from azure.data.tables import TableClient  # noqa: PLC0415
 
     if settings.tables_connection:
-        table = TableClient.from_connection_string(settings.tables_connection, TABLE)
+        table = TableClient.from_connection_string(
+            settings.tables_connection, TABLE, **sdk_retries(settings), **_http_timeouts(settings)
+        )
     elif settings.tables_endpoint:
-        table = TableClient(settings.tables_endpoint, TABLE, credential=_credential(settings))
+        table = TableClient(
+            settings.tables_endpoint,
+            TABLE,
+            credential=_credential(settings),
+            **sdk_retries(settings),
+            **_http_timeouts(settings),
+        )
     else:
         raise MissingSetting(
             "set CompensationLogConnection__tableServiceUri (azure) or CompensationLogConnection (emulator)"
@@ -215,9 +246,16 @@ def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
     from azure.storage.blob import BlobServiceClient  # noqa: PLC0415
 
     if settings.lease_storage_connection:
-        service = BlobServiceClient.from_connection_string(settings.lease_storage_connection)
+        service = BlobServiceClient.from_connection_string(
+            settings.lease_storage_connection, **sdk_retries(settings), **_http_timeouts(settings)
+        )
     elif settings.lease_storage_endpoint:
-        service = BlobServiceClient(settings.lease_storage_endpoint, credential=_credential(settings))
+        service = BlobServiceClient(
+            settings.lease_storage_endpoint,
+            credential=_credential(settings),
+            **sdk_retries(settings),
+            **_http_timeouts(settings),
+        )
     else:
         raise MissingSetting("set LeaseStorageConnection__blobServiceUri (azure) or LeaseStorageConnection")
     container = service.get_container_client(LEASE_CONTAINER)
@@ -228,5 +266,11 @@ def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
 
 def servicebus_messaging(settings: Settings) -> ServiceBusMessaging:
     credential = None if settings.servicebus_connection else _credential(settings)
-    client = client_from_connection(settings.servicebus_connection, settings.servicebus_namespace, credential)
+    client = client_from_connection(
+        settings.servicebus_connection,
+        settings.servicebus_namespace,
+        credential,
+        retry_mode="exponential",
+        **sdk_retries(settings),
+    )
     return ServiceBusMessaging(client)

@@ -198,13 +198,14 @@ class ServiceBusMessaging:
 
 
 def client_from_connection(
-    connection: str | None, namespace: str | None, credential: Any
+    connection: str | None, namespace: str | None, credential: Any, **options: Any
 ) -> ServiceBusClient:
-    """A connection string (local brokers and emulators), else the namespace with an identity."""
+    """A connection string (local brokers and emulators), else the namespace with an identity.
+    ``options``: the client's keyword arguments, e.g. its retry settings."""
     if connection:
-        return ServiceBusClient.from_connection_string(connection)
+        return ServiceBusClient.from_connection_string(connection, **options)
     if namespace:
-        return ServiceBusClient(namespace, credential)
+        return ServiceBusClient(namespace, credential, **options)
     raise ValueError(
         "Service Bus is not configured: set ServiceBusConnection__fullyQualifiedNamespace "
         "(Azure, managed identity) or ServiceBusConnection (a local broker's connection string)"

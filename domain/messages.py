@@ -236,6 +236,7 @@ class OperatorAlert(_Message):
         "RecoveryGaveUp",
         "CompensationFailed",
         "OrderCompensated",
+        "DependencyUnavailable",
     ]
     OrderID: str | None = None
     Reason: Annotated[str, StringConstraints(max_length=2000)]

@@ -114,9 +114,11 @@ class Settings(BaseModel):
     retry_budget_seconds: float = Field(10, alias="SAS_RETRY_BUDGET_SECONDS", ge=0, le=30)
     retry_first_wait_seconds: float = Field(0.2, alias="SAS_RETRY_FIRST_WAIT_SECONDS", gt=0, le=10)
     retry_max_wait_seconds: float = Field(5, alias="SAS_RETRY_MAX_WAIT_SECONDS", gt=0, le=30)
-    # A server that accepts and then says nothing fails a SQL call after this long, not never.
-    sql_login_timeout_seconds: int = Field(10, alias="SAS_SQL_LOGIN_TIMEOUT_SECONDS", ge=1, le=60)
-    sql_query_timeout_seconds: int = Field(10, alias="SAS_SQL_QUERY_TIMEOUT_SECONDS", ge=1, le=60)
+    # A server that accepts and then says nothing fails a call after this long, not never: the
+    # login or TLS handshake (SQL login timeout, Cosmos connection_timeout) and each statement or
+    # response (SQL query timeout, Cosmos read_timeout).
+    connect_timeout_seconds: int = Field(10, alias="SAS_CONNECT_TIMEOUT_SECONDS", ge=1, le=60)
+    call_timeout_seconds: int = Field(10, alias="SAS_CALL_TIMEOUT_SECONDS", ge=1, le=60)
     # A submission whose store is down for longer than the retry budget comes back later, on a
     # scheduled copy of its message: first after this many seconds, doubling up to the maximum,
     # at most this many times (the default spans more than an hour) before it is dead-lettered.

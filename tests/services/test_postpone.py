@@ -106,3 +106,19 @@ def test_past_the_limit_the_submission_is_dead_lettered_with_the_outage(
     [alert] = [json.loads(m.body) for m in bus.peek("operator-alerts")]
     assert alert["Event"] == "SubmissionRejected"
     assert bus.peek("orders") == []  # no copy: given up, for an operator to resubmit
+
+
+def test_an_outage_reaches_the_operators_queue_once(
+    tmp_path: Path, clock: ManualClock, bus: LocalServiceBus
+) -> None:
+    ports = build_ports(
+        Settings.from_env(
+            {"SAS_DATA_DIR": str(tmp_path / "data"), "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db")}
+        )
+    )
+    assert ports.outages is not None
+    for _ in range(3):  # three calls gave up during one outage
+        ports.outages.unavailable("orders database", ConnectionRefusedError("refused"))
+    [alert] = [json.loads(m.body) for m in bus.peek("operator-alerts")]
+    assert alert["Event"] == "DependencyUnavailable"
+    assert alert["Reason"].startswith("the orders database is unavailable: refused")

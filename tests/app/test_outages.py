@@ -1,0 +1,148 @@
+"""Outages of the stores under the app, with real connection faults (testing/fault_proxy.py).
+
+The emulators profile on devhost: orders in PostgreSQL over psqlODBC, state in the Cosmos DB API
+server, each behind a fault-injecting TCP proxy; the compensation log in Azurite. 200 orders go
+through while the orders database refuses every connection for ten minutes, then while the state
+store resets every connection for three. Nothing valid is dead-lettered, every order ends
+Processed, each remote step took effect exactly once, and each outage raised one alert.
+
+Time is devhost's virtual clock, so the outages last their real lengths, against the production
+recovery policy, the orchestrator's activity retries and the postponement's 5-minute cap. Cut
+for speed: the per-call retry budget (SAS_RETRY_BUDGET_SECONDS is real seconds: 0.05 here, 10 by
+default), since a refused connection fails at once and its retries only add wall-clock time; and
+the first postponement (60 s here, 5 s by default), so the ten minutes take 4 rounds through the
+queue instead of 7. With the defaults each call would try for 10 s before postponing: the same
+story, 10 s later per round.
+"""
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from azure.cosmos import CosmosClient, PartitionKey
+from azure.data.tables import TableServiceClient
+
+from adapters.cosmos_state_store import CosmosStateStore
+from adapters.sql_orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
+from adapters.table_compensation_log import TABLE
+from domain.states import TERMINAL_STATES, ProcessState
+from domain.workflow import ORDER_WORKFLOW_V1, Runs
+from testing.fault_proxy import FaultProxy, Mode
+from tests.app.conftest import App, start_app, submission
+from tests.emulators import EMULATOR_KEY, _free_port, cosmos_server, new_postgres_database
+
+ORDERS = 200
+SQL_OUTAGE = timedelta(minutes=10)
+STORE_OUTAGE = timedelta(minutes=3)
+
+
+@dataclass
+class Stack:
+    app: App
+    sql: FaultProxy
+    cosmos: FaultProxy
+    # The test's own view of the state, straight to the server: the app's goes through the proxy.
+    states: CosmosStateStore
+
+    def count(self, states: frozenset[ProcessState]) -> int:
+        return self.states.count_in_states(states)
+
+    def outage(self, proxy: FaultProxy, mode: Mode, length: timedelta) -> datetime:
+        """``mode`` from now for ``length`` of virtual time; returns when it ends."""
+        clock = self.app.host.clock
+        end = clock.now() + length
+        proxy.set_mode(lambda: mode if clock.now() < end else "pass")
+        return end
+
+
+def _with_port(connection_string: str, port: int) -> str:
+    return re.sub(r"Port=\d+", f"Port={port}", connection_string)
+
+
+@pytest.fixture
+def stack(
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    postgres_odbc: str,
+    azurite_tables: str,
+) -> Iterator[Stack]:
+    # What the post-provision script and Bicep create in Azure: the schema, the container, the table.
+    orders = new_postgres_database(postgres_odbc)
+    pyodbc_orders_repository(orders, POSTGRESQL, POSTGRESQL_SCHEMA)
+    TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
+    sql_port = int(re.findall(r"Port=(\d+)", orders)[0])
+    cosmos_port = _free_port()
+    with (
+        FaultProxy(("127.0.0.1", sql_port)) as sql,
+        FaultProxy(("127.0.0.1", cosmos_port)) as cosmos,
+        cosmos_server(cosmos_port, advertised_port=cosmos.port) as direct,
+    ):
+        client = CosmosClient(
+            direct, credential=EMULATOR_KEY, connection_verify=False, enable_endpoint_discovery=False
+        )
+        container = client.create_database("sas").create_container("orderState", PartitionKey("/OrderID"))
+        app = start_app(
+            loop,
+            tmp_path,
+            monkeypatch,
+            settings={
+                "SAS_PROFILE": "emulators",
+                "CosmosDBConnection": f"AccountEndpoint=https://127.0.0.1:{cosmos.port}/;AccountKey={EMULATOR_KEY};",
+                "SqlConnection": _with_port(orders, sql.port),
+                "SAS_SQL_DIALECT": "postgresql",
+                "CompensationLogConnection": azurite_tables,
+                "SAS_RETRY_BUDGET_SECONDS": "0.05",
+                "SAS_RETRY_FIRST_WAIT_SECONDS": "0.01",
+                "SAS_RETRY_MAX_WAIT_SECONDS": "0.02",
+                # Fewer rounds through the queue than the default 5 s (each round is 200
+                # invocations); the default's horizon, over an hour, is tested on its own.
+                "SAS_POSTPONE_FIRST_SECONDS": "60",
+            },
+        )
+        try:
+            yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True))
+        finally:
+            loop.run_until_complete(app.host.stop())
+
+
+def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack) -> None:
+    app = stack.app
+    ids = [f"o-{n:03d}" for n in range(ORDERS)]
+    sql_back = stack.outage(stack.sql, "refuse", SQL_OUTAGE)
+    for order_id in ids:
+        app.submit(submission(order_id))
+
+    # The orders database refuses every connection: every submission is postponed, none is lost.
+    app.run_until(lambda: app.host.clock.now() >= sql_back)
+    assert stack.count(frozenset(ProcessState)) == 0  # nothing got past the orders database
+    assert app.dead_letters("orders") == []
+    assert stack.sql.stats().accepted > ORDERS  # every submission tried, and more than once
+
+    # Back: orders flow. Once some are through, the state store resets every connection.
+    app.run_until(lambda: stack.count(TERMINAL_STATES) >= ORDERS // 4)
+    assert stack.count(TERMINAL_STATES) < ORDERS  # the next outage hits orders in flight
+    store_back = stack.outage(stack.cosmos, "reset", STORE_OUTAGE)
+    app.run_until(lambda: app.host.clock.now() >= store_back)
+    assert stack.cosmos.stats().reset > 0
+
+    app.run_until(lambda: stack.count(TERMINAL_STATES) == ORDERS, days=1)
+    assert stack.count(frozenset({ProcessState.PROCESSED})) == ORDERS
+    assert app.dead_letters("orders") == []
+    remote = [step for step in ORDER_WORKFLOW_V1.steps if step.runs is Runs.AGENT]
+    for order_id in ids:
+        for step in remote:
+            assert app.agent.net_effect(order_id, step.name) == 1, (order_id, step.name)
+            assert app.agent.net_effect(order_id, step.compensation or "") == 0, (order_id, step.name)
+    outages = [a for a in app.alerts() if a["Event"] == "DependencyUnavailable"]
+    assert sorted(a["Reason"].split(" is unavailable")[0] for a in outages) == [
+        "the orders database",
+        "the state store",
+    ]
+    assert not [a for a in app.alerts() if a["Event"] != "DependencyUnavailable"]
+    completed = [s for s in app.statuses("status-app-a") if s["Status"] == "completed"]
+    assert sorted(s["OrderID"] for s in completed) == ids
