@@ -16,6 +16,7 @@ story, 10 s later per round.
 """
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from adapters.table_compensation_log import TABLE
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import ORDER_WORKFLOW_V1, Runs
 from testing.fault_proxy import FaultProxy, Mode
-from tests.app.conftest import App, start_app, submission
+from tests.app.conftest import App, order_body, start_app, submission
 from tests.emulators import EMULATOR_KEY, _free_port, cosmos_server, new_postgres_database
 
 ORDERS = 200
@@ -114,7 +115,9 @@ def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack
     app = stack.app
     ids = [f"o-{n:03d}" for n in range(ORDERS)]
     sql_back = stack.outage(stack.sql, "refuse", SQL_OUTAGE)
-    for order_id in ids:
+    # The front end reads only the state store, which is up: it accepts while SQL is down.
+    assert app.http("POST", "/api/orders", order_body(ids[0]))[0] == 202
+    for order_id in ids[1:]:
         app.submit(submission(order_id))
 
     # The orders database refuses every connection: every submission is postponed, none is lost.
@@ -127,11 +130,15 @@ def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack
     app.run_until(lambda: stack.count(TERMINAL_STATES) >= ORDERS // 4)
     assert stack.count(TERMINAL_STATES) < ORDERS  # the next outage hits orders in flight
     store_back = stack.outage(stack.cosmos, "reset", STORE_OUTAGE)
+    status, body, headers = app.http("POST", "/api/orders", order_body("web-late"))
+    assert (status, json.loads(body)["error"]) == (503, "ServiceUnavailable")  # nothing accepted
+    assert int(headers["Retry-After"]) > 0
     app.run_until(lambda: app.host.clock.now() >= store_back)
     assert stack.cosmos.stats().reset > 0
 
     app.run_until(lambda: stack.count(TERMINAL_STATES) == ORDERS, days=1)
     assert stack.count(frozenset({ProcessState.PROCESSED})) == ORDERS
+    assert stack.states.get("web-late") is None
     assert app.dead_letters("orders") == []
     remote = [step for step in ORDER_WORKFLOW_V1.steps if step.runs is Runs.AGENT]
     for order_id in ids:
