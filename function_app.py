@@ -21,7 +21,8 @@ from adapters import telemetry_export
 from adapters.factory import build_ports
 from domain.errors import DependencyUnavailable
 from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
-from orchestrators.order_workflow import agent_event, run_workflow
+from orchestrators.order_attempt import agent_event, run_attempt
+from orchestrators.order_workflow import run_workflow
 from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
@@ -110,8 +111,20 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
     await scheduling.start_pending(client, ports())
 
 
-# One orchestrator per workflow version (C7): a deployment adds v(n+1) beside v(n), never
-# changes v(n) while any record names it.
+# Every new attempt, of any workflow version: the version is the record's (C7).
+@app.orchestration_trigger(context_name="context")
+def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
+    return (yield from run_attempt(context))
+
+
+@app.activity_trigger(input_name="payload")
+def advance(payload: contracts.AdvanceInput) -> contracts.AdvanceResult:
+    return _activity("advance", payload, steps.advance)
+
+
+# The first engine (one orchestrator per version, one activity per action), registered until the
+# instances it started before order_attempt was deployed have ended (C7: never changed while
+# running). Remove these and the activities below once `ops list --state Processing` shows none.
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V1))

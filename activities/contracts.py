@@ -90,3 +90,37 @@ class LocalStepResult(FencedResult):
 class FinishResult(FencedResult):
     State: NotRequired[str]
     ToCompensate: NotRequired[list[CompensationJson]]
+
+
+class ReplyJson(TypedDict):
+    """The Agent's reply as the orchestrator received it (``domain.messages.AgentReply``)."""
+
+    RequestID: str
+    Outcome: str
+    Result: NotRequired[dict[str, Any] | None]
+    Error: NotRequired[str | None]
+
+
+class AdvanceInput(AttemptInput):
+    """Where the orchestrator stands: at the start (no ``Step``), or with the reply to the
+    request it waited on (``Step``, ``Action``, ``Reply``)."""
+
+    Step: NotRequired[str]
+    Action: NotRequired[str]
+    Reply: NotRequired[ReplyJson]
+
+
+class WaitJson(TypedDict):
+    """A request sent to the Agent: wait for its reply until ``CompleteBy``."""
+
+    RequestID: str
+    CompleteBy: str
+    Step: str
+    Action: str
+
+
+class AdvanceResult(TypedDict):
+    """Either ``Wait`` (a request is out) or ``Ending`` (the attempt is over)."""
+
+    Wait: NotRequired[WaitJson]
+    Ending: NotRequired[str]

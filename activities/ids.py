@@ -17,3 +17,7 @@ class Attempt:
     @property
     def number(self) -> int:
         return int(self.instance_id.rsplit("-", 1)[1])
+
+    def payload(self) -> AttemptInput:
+        """The identity part of an activity's input."""
+        return {"OrderID": self.order_id, "InstanceID": self.instance_id}

@@ -6,10 +6,13 @@ number and state (finish), and every message it sends has a stable MessageId.
 """
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from activities.contracts import (
+    AdvanceInput,
+    AdvanceResult,
     AgentRequestInput,
     AttemptInput,
     BeginStepResult,
@@ -23,6 +26,7 @@ from activities.contracts import (
     ReadOrderResult,
     RecordStepInput,
     StepInput,
+    WaitJson,
 )
 from activities.ids import Attempt
 from domain import transitions
@@ -32,7 +36,7 @@ from domain.messages import AgentRequest, OrderStatus
 from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored, status_version
 from domain.record import StateRecord
 from domain.states import LOCKED_STATES, ProcessState
-from domain.workflow import WORKFLOWS, Workflow
+from domain.workflow import WORKFLOWS, Ending, Runs, Workflow
 from services.context import Ports
 from services.fenced import fenced_update
 from services.notifications import announce
@@ -95,6 +99,7 @@ def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
     order = ports.orders.get(attempt.order_id)
     if order is None:
         return {"Fenced": False, "Missing": True}
+    ports.orders_read.put(order.OrderID, order)
     compensating = record.ProcessState is ProcessState.COMPENSATING
     return {
         "Fenced": False,
@@ -326,3 +331,165 @@ def _already_finished(record: StateRecord, attempt: Attempt, target: ProcessStat
         return False
     # Compensating stays locked by the same instance; terminal states are unlocked.
     return record.ProcessState not in LOCKED_STATES or record.LockedBy == attempt.instance_id
+
+
+# --- The current engine: everything between two waits in one activity -----------------------
+
+
+_MISSING = "the order is missing from the orders database"
+
+
+def _ended(ending: Ending) -> AdvanceResult:
+    return {"Ending": ending}
+
+
+# How a finished attempt's record reads, and the finish that put it there.
+_FINISHED_AS: dict[ProcessState, tuple[str, Ending]] = {
+    ProcessState.PROCESSED: ("complete", Ending.PROCESSED),
+    ProcessState.ERROR: ("fail", Ending.ERROR),
+    ProcessState.COMPENSATED: ("compensated", Ending.COMPENSATED),
+    ProcessState.COMPENSATION_FAILED: ("compensation_failed", Ending.COMPENSATION_FAILED),
+}
+
+
+def _fenced(attempt: Attempt, ports: Ports) -> AdvanceResult:
+    """The record is not this attempt's to write: a newer attempt owns it — or this very attempt
+    finished it, and this is a repeat of the call whose notifications did not all go out. Then
+    finishing again sends them (their MessageIds drop what was already sent)."""
+    stored = ports.states.get(attempt.order_id)
+    record = None if stored is None else stored.record
+    if record is None or record.Attempt != attempt.number or record.ProcessState not in _FINISHED_AS:
+        return _ended(Ending.FENCED)
+    outcome, ending = _FINISHED_AS[record.ProcessState]
+    return _finish(attempt.payload(), ports, outcome, record.LastError, ending)
+
+
+def advance(payload: AdvanceInput, ports: Ports) -> AdvanceResult:
+    """Take the attempt as far as it goes without waiting: record the step the reply answers
+    (when there is one), run local steps, then begin the next Agent step and send its request
+    (``Wait``) — or finish the attempt (``Ending``). A permanent failure fails the order or turns
+    to compensation, newest first (R9), within the same call. Each part is the activity the
+    first engine called on its own, so a repeat of this one is as safe as a repeat of each.
+    """
+    attempt = Attempt.of(payload)
+    base = attempt.payload()
+    reply = payload.get("Reply")
+    if reply is None:
+        start = read_order(base, ports)
+        if start["Fenced"]:
+            return _ended(Ending.FENCED)
+        if start.get("Missing"):
+            return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
+    elif reply["Outcome"] == "ok":
+        step, action = str(payload.get("Step")), str(payload.get("Action"))
+        answered = {**base, "Step": step, "Action": action, "Result": reply.get("Result") or {}}
+        recorded = record_step(answered, ports)  # type: ignore[arg-type]
+        if recorded["Fenced"]:
+            return _fenced(attempt, ports)
+    else:
+        stored = _owned(ports, attempt)
+        error = f"{payload.get('Action')}: {reply.get('Error')}"
+        failed = _fenced(attempt, ports) if stored is None else _failed(attempt, ports, stored.record, error)
+        if failed is not None:
+            return failed
+    return _run(attempt, ports)
+
+
+@dataclass(frozen=True)
+class _Todo:
+    """The next thing the attempt does: a step's action, where it runs, and what it is given."""
+
+    step: str
+    action: str
+    runs: Runs
+    data: dict[str, Any]
+
+
+def _run(attempt: Attempt, ports: Ports) -> AdvanceResult:
+    """Local steps until the next Agent step, whose request goes out; or the attempt's end."""
+    while True:
+        stored = _owned(ports, attempt)
+        if stored is None:
+            return _fenced(attempt, ports)
+        todo = _next(attempt, ports, stored.record)
+        if not isinstance(todo, _Todo):
+            return todo
+        result = _do(attempt, ports, stored.record, todo)
+        if result is not None:
+            return result
+
+
+def _next(attempt: Attempt, ports: Ports, record: StateRecord) -> _Todo | AdvanceResult:
+    """Forward: the first step not done. Compensating: the newest logged step not undone."""
+    workflow = _workflow(record)
+    base = attempt.payload()
+    if record.ProcessState is ProcessState.COMPENSATING:
+        pending = _to_compensate(ports, record)
+        if not pending:
+            return _finish(base, ports, "compensated", None, Ending.COMPENSATED)
+        entry = pending[0]
+        step = workflow.step(entry["Step"])
+        return _Todo(step.name, entry["Action"], step.compensation_runs, dict(entry["Data"]))
+    remaining = [s for s in workflow.steps if s.name not in record.CompletedSteps]
+    if not remaining:
+        return _finish(base, ports, "complete", None, Ending.PROCESSED)
+    order = _order(ports, attempt.order_id)
+    if order is None:
+        return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
+    return _Todo(remaining[0].name, remaining[0].name, remaining[0].runs, dict(order))
+
+
+def _do(attempt: Attempt, ports: Ports, record: StateRecord, todo: _Todo) -> AdvanceResult | None:
+    """Run a local action (None: go on), or begin an Agent step and send its request (Wait)."""
+    work: StepInput = {**attempt.payload(), "Step": todo.step, "Action": todo.action}
+    if todo.runs is Runs.LOCAL:
+        done = run_local_step({**work, "Order": todo.data, "Result": {}}, ports)
+        if done["Fenced"]:
+            return _ended(Ending.FENCED)
+        return _failed(attempt, ports, record, done["Error"]) if "Error" in done else None
+    begun = begin_step(work, ports)
+    if begun["Fenced"]:
+        return _ended(Ending.FENCED)
+    if begun.get("Exhausted"):
+        return _failed(attempt, ports, record, begun.get("Error", ""))
+    complete_by = begun["CompleteBy"]
+    request_id = send_agent_request(
+        {**work, "CompleteBy": complete_by, "MaxAttempts": begun["CallsGranted"], "Payload": todo.data}, ports
+    )
+    wait: WaitJson = {
+        "RequestID": request_id,
+        "CompleteBy": complete_by,
+        "Step": todo.step,
+        "Action": todo.action,
+    }
+    return {"Wait": wait}
+
+
+def _failed(attempt: Attempt, ports: Ports, record: StateRecord, error: str) -> AdvanceResult | None:
+    """A permanent failure: in compensation, the order ends CompensationFailed; otherwise it
+    fails, and ``finish`` turns it to compensation when anything logged may need undoing. None:
+    go on (now compensating)."""
+    base = attempt.payload()
+    if record.ProcessState is ProcessState.COMPENSATING:
+        return _finish(base, ports, "compensation_failed", error, Ending.COMPENSATION_FAILED)
+    finished = finish({**base, "Outcome": "fail", "Error": error}, ports)
+    if finished["Fenced"]:
+        return _ended(Ending.FENCED)
+    if finished.get("State") == ProcessState.COMPENSATING.value:
+        return None
+    return _ended(Ending.ERROR)
+
+
+def _finish(
+    base: AttemptInput, ports: Ports, outcome: str, error: str | None, ending: Ending
+) -> AdvanceResult:
+    finished = finish({**base, "Outcome": outcome, "Error": error}, ports)
+    return _ended(Ending.FENCED if finished["Fenced"] else ending)
+
+
+def _order(ports: Ports, order_id: str) -> OrderJson | None:
+    order = ports.orders_read.get(order_id) or ports.orders.get(order_id)
+    if order is None:
+        return None
+    ports.orders_read.put(order_id, order)
+    return _order_json(order)

@@ -9,6 +9,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+class Ending(StrEnum):
+    """How an attempt (one orchestration instance) ends."""
+
+    PROCESSED = "processed"
+    ERROR = "error"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation-failed"
+    FENCED = "fenced"  # a newer attempt owns the record: nothing more to do here
+    TIMED_OUT = "timed-out"  # CompleteBy passed: the Supervisor takes over
+    RETRY_LATER = "retry-later"  # transient faults outlasted the Agent's attempts: likewise
+    NO_ORDER = "no-order"
+
+
 class Runs(StrEnum):
     LOCAL = "local"  # an activity in the Function App
     AGENT = "agent"  # the remote service, through the Agent's request/reply queues
@@ -43,7 +56,15 @@ class Workflow:
         return [s.name for s in self.steps].index(name)
 
 
+# The orchestrator every new attempt runs, whatever its workflow version: the steps are run by
+# its activity, which reads the version from the record, so a new version needs no new
+# orchestrator. A change to the orchestrator's own code gets a new name (C7), and the old one
+# stays registered until no instance of it is left.
+ATTEMPT_ORCHESTRATOR = "order_attempt"
+
+
 def orchestrator_name(version: str) -> str:
+    """The first engine's orchestrators, one per version (drained: see function_app.py)."""
     return f"order_workflow_{version}"
 
 

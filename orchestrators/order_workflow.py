@@ -1,4 +1,10 @@
-"""The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
+"""The first engine of the Scheduler, kept for the instances it started (C7): one orchestration
+per attempt, with one activity per action. New attempts run ``orchestrators.order_attempt``,
+which does the same work in a third of the round trips; this module and the activities only it
+calls are removed once no ``order_workflow_v*`` instance is left (``ops list --state Processing``
+shows none whose InstanceID started before the deployment).
+
+The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
 
 Deterministic by construction: every read and write happens in an activity; time comes from
 ``CompleteBy`` values the activities return and from ``context.current_utc_datetime``; no
@@ -11,30 +17,14 @@ What ends an attempt early, leaving the record for the Supervisor (R5, E10, E11)
 - a fenced activity reports that a newer attempt owns the record (E5).
 """
 
-import warnings
 from collections.abc import Generator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import datetime
 from typing import Any
 
 from domain.ids import request_message_id
-from domain.workflow import Runs, Step, Workflow
-
-# A reply nobody waits for (stray, duplicate, late) is buffered by the Durable SDK, which warns on
-# every replay of that episode; here that is the design, not a fault (see agent_event).
-warnings.filterwarnings("ignore", message=r"Potential duplicate Task completion for TaskId: AgentReply\.")
-
-
-class Ending(StrEnum):
-    PROCESSED = "processed"
-    ERROR = "error"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation-failed"
-    FENCED = "fenced"  # a newer attempt owns the record: nothing more to do here
-    TIMED_OUT = "timed-out"  # CompleteBy passed: the Supervisor takes over
-    RETRY_LATER = "retry-later"  # transient faults outlasted the Agent's attempts: likewise
-    NO_ORDER = "no-order"
+from domain.workflow import Ending, Runs, Step, Workflow
+from orchestrators.order_attempt import call, wait_for_reply
 
 
 @dataclass(frozen=True)
@@ -49,27 +39,6 @@ OK = StepOutcome(None)
 Orchestration = Generator[Any, Any, str]
 
 
-# A failed activity is called again after these waits (durable timers), then the failure ends
-# the orchestration. An activity fails when a store or the bus stayed down for its whole retry
-# budget (SAS_RETRY_BUDGET_SECONDS): these waits span about a minute more, the order of a step's
-# window; an outage longer than that is the Supervisor's, which recovers the expired record (R7).
-# Every activity is safe to repeat: fenced writes, keyed inserts, sends with stable MessageIds.
-ACTIVITY_RETRY_DELAYS = tuple(timedelta(seconds=s) for s in (2, 4, 8, 16, 32))
-
-
-def call(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
-    """``context.call_activity(name, payload)``, retried on failure after ACTIVITY_RETRY_DELAYS.
-
-    The happy path's history is exactly one TaskScheduled and one TaskCompleted, as without it.
-    """
-    for delay in ACTIVITY_RETRY_DELAYS:
-        try:
-            return (yield context.call_activity(name, payload))
-        except Exception:  # noqa: BLE001 - the Durable SDK raises a failed activity as a bare Exception
-            yield context.create_timer(context.current_utc_datetime + delay)
-    return (yield context.call_activity(name, payload))
-
-
 def finish(
     context: Any, attempt: dict[str, str], outcome: str, error: str | None = None
 ) -> Generator[Any, Any, dict[str, Any]]:
@@ -81,19 +50,6 @@ def finish(
     payload = {**attempt, "Outcome": outcome, "Error": error}
     result: dict[str, Any] = yield from call(context, "finish", payload)
     return result
-
-
-def agent_event(request_id: str) -> str:
-    """The event a reply is raised as, named by the request it answers (E8).
-
-    Only the reply to this request can end this wait: a stray, late or duplicate reply to any
-    other request is raised under another name that nothing waits for, so it stays inert. (The
-    Durable SDK keeps an unconsumed event per name and hands it to every later wait of that
-    name, azure-functions-durable-python#507, so a name shared by several waits is not safe.)
-    The ``:`` of a request ID becomes ``.``: the name travels unescaped in the Durable HTTP
-    API's URL path.
-    """
-    return "AgentReply." + request_id.replace(":", ".")
 
 
 def run_workflow(context: Any, workflow: Workflow) -> Orchestration:
@@ -170,20 +126,6 @@ def run_step(
             return StepOutcome(None, result["Error"], failed=True)
         return OK
     return (yield from run_agent_step(context, work, payload))
-
-
-def wait_for_reply(
-    context: Any, request_id: str, complete_by: datetime
-) -> Generator[Any, Any, dict[str, Any] | None]:
-    """The reply to our request, or None when ``CompleteBy`` comes first (E8, E10)."""
-    timer = context.create_timer(complete_by)
-    reply_task = context.wait_for_external_event(agent_event(request_id))
-    winner = yield context.task_any([reply_task, timer])
-    if winner is timer:
-        return None
-    timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
-    reply = reply_task.result
-    return reply if isinstance(reply, dict) and reply.get("RequestID") == request_id else None
 
 
 def run_agent_step(context: Any, work: dict[str, Any], payload: Any) -> Generator[Any, Any, StepOutcome]:

@@ -8,11 +8,12 @@ from domain.ports import (
     LeaderLease,
     MessageSender,
     MessageSettlement,
+    OrderRow,
     OrdersRepository,
     StateStore,
 )
 from services.outages import OutageMonitor
-from services.record_cache import RecordCache
+from services.record_cache import LruCache, RecordCache
 from services.settings import Settings
 
 
@@ -30,5 +31,7 @@ class Ports:
     instance_name: str
     # What this process last read or wrote of each record: fenced writes start from it.
     records: RecordCache = field(default_factory=RecordCache)
+    # Orders this process read from SQL: immutable, so the activities of an attempt read once.
+    orders_read: LruCache[OrderRow] = field(default_factory=LruCache)
     # Which dependencies are down now; one alert per outage (README "Transient faults").
     outages: OutageMonitor | None = None

@@ -8,7 +8,7 @@ from domain import transitions
 from domain.errors import DependencyUnavailable, IllegalTransition, PreconditionFailed
 from domain.ports import Stored
 from domain.states import ProcessState
-from domain.workflow import orchestrator_name
+from domain.workflow import ATTEMPT_ORCHESTRATOR
 from services import telemetry
 from services.claim_pending import Claim, ClaimReport, claim_one, claim_pending
 from services.context import Ports
@@ -95,9 +95,7 @@ async def _start(client: OrchestrationStarter, claim: Claim) -> None:
         "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
     ):
         try:
-            await client.start_new(
-                orchestrator_name(claim.workflow_version), claim.instance_id, {"OrderID": claim.order_id}
-            )
+            await client.start_new(ATTEMPT_ORCHESTRATOR, claim.instance_id, {"OrderID": claim.order_id})
         except Exception:  # the Supervisor recovers the claim when its grace expires
             log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
 

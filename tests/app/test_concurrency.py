@@ -19,7 +19,9 @@ TERMINAL_STATUSES = {"completed", "failed", "compensated", "compensation-failed"
 
 
 class SecondScheduler:
-    """Another starter and another Supervisor on the same stores, interleaved with the app's own."""
+    """Another starter and another Supervisor on the same stores, interleaved with the app's own:
+    an older deployment, whose attempts run the first engine (``order_workflow_v1``) beside the
+    app's ``order_attempt`` ones, on the same records (C7)."""
 
     def __init__(self, app: App) -> None:
         self.app = app

@@ -44,13 +44,8 @@ def test_every_span_of_one_order_shares_one_trace(spans: InMemorySpanExporter, a
     assert {
         "submission",
         "claim",
-        "activity.read_order",
-        "activity.begin_step",
-        "activity.send_agent_request",
+        "activity.advance",
         "agent.reply",
-        "activity.record_step",
-        "activity.run_local_step",
-        "activity.finish",
         "supervisor.recover",
     } <= names
     expected = order_context("t-1")

@@ -14,8 +14,7 @@ import azure.durable_functions as df
 from azure.durable_functions.models import DurableOrchestrationContext
 
 from domain.ids import request_message_id
-from domain.workflow import ORDER_WORKFLOW_V1
-from orchestrators.order_workflow import agent_event, run_workflow
+from orchestrators.order_attempt import agent_event, run_attempt
 
 T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
 INSTANCE = "o-1-1"
@@ -25,7 +24,7 @@ CHARGE = request_message_id(INSTANCE, "ChargePayment")
 
 
 def orchestrator(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
-    return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
+    return (yield from run_attempt(context))
 
 
 class History:
@@ -62,29 +61,19 @@ class History:
         self.add(15, Name=agent_event(request_id), Input=json.dumps(body))
 
 
+def wait(request_id: str, step: str, complete_by: datetime) -> dict[str, Any]:
+    """``advance``'s answer when it has sent a request."""
+    sent = {"RequestID": request_id, "CompleteBy": complete_by.isoformat(), "Step": step, "Action": step}
+    return {"Wait": sent}
+
+
 def waiting_for_reserve() -> History:
-    """read_order, ValidateOrder, begin_step and the request sent; the timer is set."""
+    """The first ``advance`` (ValidateOrder done, ReserveInventory begun, its request sent); the
+    timer is set."""
     history = History()
     history.episode()
-    order = {"OrderID": "o-1", "Customer": "Contoso", "Total": "20.00", "Lines": []}
-    history.add(0, Name="order_workflow_v1", Input=json.dumps({"OrderID": "o-1"}), Version="")
-    history.activity(
-        "read_order",
-        {
-            "Fenced": False,
-            "Missing": False,
-            "Compensating": False,
-            "CompletedSteps": [],
-            "ToCompensate": [],
-            "Order": order,
-        },
-    )
-    history.activity("run_local_step", {"Fenced": False})
-    history.activity(
-        "begin_step",
-        {"Fenced": False, "Exhausted": False, "CompleteBy": COMPLETE_BY.isoformat(), "CallsGranted": 6},
-    )
-    history.activity("send_agent_request", RESERVE)
+    history.add(0, Name="order_attempt", Input=json.dumps({"OrderID": "o-1"}), Version="")
+    history.activity("advance", wait(RESERVE, "ReserveInventory", COMPLETE_BY))
     history.timer(COMPLETE_BY)
     history.episode()
     return history
@@ -126,8 +115,13 @@ def reserve_timer(state: dict[str, Any]) -> dict[str, Any]:
     return timer
 
 
+def recorded(state: dict[str, Any]) -> int:
+    """How often the orchestrator asked ``advance`` to record a reply (the first call records none)."""
+    return scheduled(state).count("advance") - 1
+
+
 def still_waiting(state: dict[str, Any]) -> bool:
-    return not state["isDone"] and "record_step" not in scheduled(state)
+    return not state["isDone"] and recorded(state) == 0
 
 
 def test_a_stray_reply_before_the_wait_is_inert() -> None:
@@ -146,7 +140,7 @@ def test_two_strays_leave_the_wait_open_and_the_real_reply_still_ends_it() -> No
     history.episode()
     history.reply(RESERVE)
     state = replay(history)
-    assert scheduled(state)[-1] == "record_step" and reserve_timer(state)["isCanceled"]
+    assert recorded(state) == 1 and reserve_timer(state)["isCanceled"]
 
 
 def test_the_real_reply_then_a_stray_records_the_step_once() -> None:
@@ -154,7 +148,7 @@ def test_the_real_reply_then_a_stray_records_the_step_once() -> None:
     history.reply(RESERVE)
     history.reply(request_message_id("o-1-0", "ReserveInventory"))
     state = replay(history)
-    assert scheduled(state).count("record_step") == 1 and reserve_timer(state)["isCanceled"]
+    assert recorded(state) == 1 and reserve_timer(state)["isCanceled"]
 
 
 def test_a_duplicate_real_reply_cannot_answer_the_next_step() -> None:
@@ -162,20 +156,10 @@ def test_a_duplicate_real_reply_cannot_answer_the_next_step() -> None:
     history = waiting_for_reserve()
     history.reply(RESERVE)
     history.reply(RESERVE)
-    history.activity("record_step", {"Fenced": False})
-    history.activity(
-        "begin_step",
-        {
-            "Fenced": False,
-            "Exhausted": False,
-            "CompleteBy": (COMPLETE_BY + timedelta(minutes=1)).isoformat(),
-            "CallsGranted": 6,
-        },
-    )
-    history.activity("send_agent_request", CHARGE)
+    history.activity("advance", wait(CHARGE, "ChargePayment", COMPLETE_BY + timedelta(minutes=1)))
     state = replay(history)
     assert not state["isDone"]
-    assert scheduled(state).count("record_step") == 1  # ChargePayment still waits for its reply
+    assert recorded(state) == 1  # ChargePayment still waits for its reply
     waits = [a for a in actions(state) if a.get("actionType") == 6]
     assert [w["externalEventName"] for w in waits][-1] == agent_event(CHARGE)
 
@@ -186,7 +170,7 @@ def test_the_timer_ends_the_wait_when_no_reply_comes() -> None:
     history.add(11, TimerId=history.next_id - 1, FireAt=COMPLETE_BY.isoformat().replace("+00:00", "Z"))
     state = replay(history)
     assert state["isDone"] and state["output"] == "timed-out"
-    assert "record_step" not in scheduled(state)
+    assert recorded(state) == 0
 
 
 def test_event_names_are_unique_per_request_and_url_safe() -> None:

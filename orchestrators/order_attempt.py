@@ -1,0 +1,95 @@
+"""The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
+
+The orchestrator only waits: everything between two waits is one ``advance`` activity, which
+records the step a reply answers, runs local steps, begins the next Agent step and sends its
+request, or finishes (``activities/workflow.py``). Each round trip through an orchestrator
+replays its whole history, so one that carries no decision is pure cost: the happy path of the
+sample workflow is 3 activities and 6 episodes, where one activity per action made 10 and 11.
+
+Deterministic by construction: every read and write happens in the activity; time comes from
+the ``CompleteBy`` it returns and from ``context.current_utc_datetime``; no randomness. The
+workflow version is the record's, read by the activity: this code is the same for every version.
+
+What ends an attempt early, leaving the record for the Supervisor (R5, E10, E11):
+- the durable timer at ``CompleteBy`` fires before the Agent replies;
+- the Agent replies that it ran out of attempts on transient faults;
+- the activity reports that a newer attempt owns the record (E5).
+"""
+
+import warnings
+from collections.abc import Generator
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.workflow import Ending
+
+# A reply nobody waits for (stray, duplicate, late) is buffered by the Durable SDK, which warns on
+# every replay of that episode; here that is the design, not a fault (see agent_event).
+warnings.filterwarnings("ignore", message=r"Potential duplicate Task completion for TaskId: AgentReply\.")
+
+
+# A failed activity is called again after these waits (durable timers), then the failure ends
+# the orchestration. An activity fails when a store or the bus stayed down for its whole retry
+# budget (SAS_RETRY_BUDGET_SECONDS): these waits span about a minute more, the order of a step's
+# window; an outage longer than that is the Supervisor's, which recovers the expired record (R7).
+# Every activity is safe to repeat: fenced writes, keyed inserts, sends with stable MessageIds.
+ACTIVITY_RETRY_DELAYS = tuple(timedelta(seconds=s) for s in (2, 4, 8, 16, 32))
+
+
+def call(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
+    """``context.call_activity(name, payload)``, retried on failure after ACTIVITY_RETRY_DELAYS.
+
+    The happy path's history is exactly one TaskScheduled and one TaskCompleted, as without it.
+    """
+    for delay in ACTIVITY_RETRY_DELAYS:
+        try:
+            return (yield context.call_activity(name, payload))
+        except Exception:  # noqa: BLE001 - the Durable SDK raises a failed activity as a bare Exception
+            yield context.create_timer(context.current_utc_datetime + delay)
+    return (yield context.call_activity(name, payload))
+
+
+def agent_event(request_id: str) -> str:
+    """The event a reply is raised as, named by the request it answers (E8).
+
+    Only the reply to this request can end this wait: a stray, late or duplicate reply to any
+    other request is raised under another name that nothing waits for, so it stays inert. (The
+    Durable SDK keeps an unconsumed event per name and hands it to every later wait of that
+    name, azure-functions-durable-python#507, so a name shared by several waits is not safe.)
+    The ``:`` of a request ID becomes ``.``: the name travels unescaped in the Durable HTTP
+    API's URL path.
+    """
+    return "AgentReply." + request_id.replace(":", ".")
+
+
+def wait_for_reply(
+    context: Any, request_id: str, complete_by: datetime
+) -> Generator[Any, Any, dict[str, Any] | None]:
+    """The reply to our request, or None when ``CompleteBy`` comes first (E8, E10)."""
+    timer = context.create_timer(complete_by)
+    reply_task = context.wait_for_external_event(agent_event(request_id))
+    winner = yield context.task_any([reply_task, timer])
+    if winner is timer:
+        return None
+    timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
+    reply = reply_task.result
+    return reply if isinstance(reply, dict) and reply.get("RequestID") == request_id else None
+
+
+Orchestration = Generator[Any, Any, str]
+
+
+def run_attempt(context: Any) -> Orchestration:
+    attempt = {"OrderID": context.get_input()["OrderID"], "InstanceID": context.instance_id}
+    result = yield from call(context, "advance", attempt)
+    while "Wait" in result:
+        wait = result["Wait"]
+        complete_by = datetime.fromisoformat(wait["CompleteBy"])
+        reply = yield from wait_for_reply(context, wait["RequestID"], complete_by)
+        if reply is None:
+            return Ending.TIMED_OUT.value  # R5: stop waiting, leave the record alone
+        if reply["Outcome"] not in ("ok", "permanent"):
+            return Ending.RETRY_LATER.value
+        answered = {"Step": wait["Step"], "Action": wait["Action"], "Reply": reply}
+        result = yield from call(context, "advance", {**attempt, **answered})
+    return str(result["Ending"])
