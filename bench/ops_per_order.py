@@ -31,7 +31,7 @@ from tests.app.conftest import T0, ScriptedAgent, submission  # noqa: E402
 MINIMUM = {
     "states.create_if_absent": 1,  # E3: the record
     "states.replace": 8,  # claim; 2 local steps x record; 2 agent steps x (begin + record); complete
-    # The attempt's start (read_order); every later fenced write starts from the process's copy
+    # The attempt's start (the first advance); every later fenced write starts from the process's copy
     # of the record (services/record_cache.py) and reads only when its ETag has gone stale.
     "states.get": 1,
     "states.count_in_states": 1,  # the in-flight cap, checked when the submission starts the order
