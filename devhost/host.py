@@ -1,7 +1,8 @@
 """The host: runs the indexed functions on their triggers, with the Durable engine behind them.
 
 Two ways to drive it:
-- ``serve`` (real clock): background loops poll each trigger source, as ``func start`` does.
+- ``serve`` (real clock): a background loop per trigger source, as ``func start`` runs them; each
+  sleeps until it is told of work or something comes due, not for a fixed interval.
 - ``run_until`` (virtual clock, tests): pump every source until the predicate holds; when
   nothing is runnable, jump the clock to the next due timer, schedule or message.
 """
@@ -54,9 +55,15 @@ from devhost.worker import InvocationFailed, Worker, WorkerError
 log = logging.getLogger("devhost")
 
 LOCAL_SERVICEBUS = "local"
-# The longest an idle Durable loop waits without being told of new work: it still notices what
-# another process wrote and activity leases that ran out.
+# The longest an idle loop waits without being told of new work: a bound for what nothing
+# announces (activity leases that ran out, a broker's receive that failed, a wall clock that
+# jumped while asyncio's monotonic sleep did not) and a backstop should a wake-up ever be missed.
 IDLE_WAIT = 1.0
+# How often the bus watcher reads the local bus file's commit counter (what ``wait_for_commit``
+# reads): a message hop waits half of it on average. 10 ms matches the eight 50 ms pollers per
+# queue it replaces (the first of eight random phases came after ~6 ms) at a sixth of their idle
+# CPU (bench/devhost_idle.py); each wake-up, not the read, is most of that cost.
+COMMIT_CHECK_INTERVAL = 0.01
 # Kestrel's default request limits, which the Functions host enforces before any function runs:
 # a longer request line is refused with 414, more or larger headers with 431.
 MAX_REQUEST_LINE_SIZE = 8 * 1024
@@ -101,14 +108,14 @@ class Host:
         data_dir: Path | None = None,
         port: int | None = None,
         env: MutableMapping[str, str] | None = None,
-        poll_interval: float = 0.05,
+        idle_wait: float = IDLE_WAIT,
     ) -> None:
         self.app_dir = app_dir.resolve()
         self.env = os.environ if env is None else env
         load_local_settings(self.app_dir, self.env)
         self.config = DevhostConfig.from_env(self.app_dir, self.env, data_dir=data_dir, port=port)
         self.clock: Clock = clock or SystemClock()
-        self.poll_interval = poll_interval
+        self.idle_wait = idle_wait
         self.functions: list[FunctionSpec] = []
         self._lock_file: TextIO | None = None
         self._runner: web.AppRunner | None = None
@@ -552,27 +559,132 @@ class Host:
     async def serve(self) -> None:
         """Real-clock loops, one per source, so a slow activity never holds up an orchestration.
 
-        The Durable work is event-driven: the engine says when it queued an event or an activity,
-        so a result is replayed at once rather than at the next poll; timers and anything another
-        process did are caught by a bounded wait. Service Bus and timers are polled."""
+        None polls on a fixed interval: each sleeps until it is told of work or the next thing it
+        serves comes due, bounded by ``idle_wait``.
+        - Durable: the engine says when it queued an event or an activity, so a result is
+          replayed at once; a durable timer is slept on until its FireAt.
+        - Service Bus on the local bus: one watcher sees every commit to the bus file, by any
+          process, and each scheduled message or lock expiry as it comes due, and wakes the
+          trigger loops. On a broker, the receive itself waits for a message.
+        - NCRONTAB timers: until the next occurrence."""
         self._durable_changed = asyncio.Event()
         self._activity_slots = asyncio.Event()
         wake = {Queued.EVENTS: self._durable_changed, Queued.ACTIVITIES: self._activity_slots}
         self.engine.changed = lambda queued: wake[queued].set()
-        loops: list[Callable[[], Awaitable[int]]] = [self.step_timers]
-        for spec in self.by_trigger("serviceBusTrigger"):
-            loops += [functools.partial(self.step_servicebus, spec, 1)] * self.config.concurrency
-        self._loops = [asyncio.create_task(self._poll(step)) for step in loops]
+        triggers = [(spec, asyncio.Event()) for spec in self.by_trigger("serviceBusTrigger")]
+        watched = isinstance(self.servicebus, LocalServiceBus)
+        self._loops = [
+            asyncio.create_task(self._serve_servicebus(spec, event, watched=watched))
+            for spec, event in triggers
+        ]
+        if triggers and watched:
+            wakes = [event for _, event in triggers]
+            self._loops.append(asyncio.create_task(self._watch_bus(self.config.servicebus_path, wakes)))
+        if self.by_trigger("timerTrigger"):
+            self._loops.append(asyncio.create_task(self._serve_timers()))
         self._loops += [
             asyncio.create_task(self._serve_orchestrations()),
             asyncio.create_task(self._serve_activities()),
         ]
         await asyncio.gather(*self._loops)
 
-    async def _idle(self, event: asyncio.Event, due: datetime | None = None) -> None:
-        wait = IDLE_WAIT if due is None else min(IDLE_WAIT, max((due - self.clock.now()).total_seconds(), 0))
+    async def _idle(self, event: asyncio.Event | None, due: datetime | None = None) -> None:
+        """Until ``event`` is set or ``due`` comes, and no longer than ``idle_wait``."""
+        wait = self.idle_wait
+        if due is not None:
+            wait = min(wait, max((due - self.clock.now()).total_seconds(), 0))
+        if event is None:
+            await asyncio.sleep(wait)
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout=wait)
+
+    async def _serve_timers(self) -> None:
+        """Asleep until the next NCRONTAB occurrence. ``_idle`` still bounds the sleep: asyncio
+        sleeps on the monotonic clock, which a suspended laptop or a stepped wall clock leaves
+        behind, and occurrences are on the wall clock."""
+        while True:
+            try:
+                await self.step_timers()
+            except Exception:  # keep serving; the cause is in the log
+                log.exception("devhost timer loop failed")
+            await self._idle(None, min(self._next_fire.values()))
+
+    async def _watch_bus(self, path: Path, wakes: list[asyncio.Event]) -> None:
+        """Wake the Service Bus trigger loops when a message may have become receivable: a commit
+        to the bus file by any connection (the app's worker process, an agent, this host's own
+        receives and settlements), or the earliest scheduled message or lock expiry coming due.
+
+        The commit counter is read here, on the event loop, rather than by ``wait_for_commit`` in
+        a thread, which could not be cancelled when the host stops. The connection is the
+        watcher's own and never writes: SQLite's ``data_version`` counts only other connections'
+        commits, so a connection that also sent would not see its own sends."""
+        bus = LocalServiceBus(path, clock=self.clock.now)
+        try:
+            seen = bus.commit_marker()
+            due = bus.next_due()
+            while True:
+                await asyncio.sleep(COMMIT_CHECK_INTERVAL)
+                try:
+                    marker = bus.commit_marker()
+                    if marker == seen and (due is None or due > self.clock.now()):
+                        continue
+                    # The counter is read before the loops wake, so none misses a commit: a loop
+                    # receives after this read and sees what came before it, and anything later
+                    # moves the counter again.
+                    seen, due = marker, bus.next_due()
+                except Exception:  # the loops still receive, on their idle_wait; the cause is in the log
+                    log.exception("devhost Service Bus watcher failed")
+                    await asyncio.sleep(self.idle_wait)
+                for wake in wakes:
+                    wake.set()
+        finally:
+            bus.close()
+
+    async def _serve_servicebus(self, spec: FunctionSpec, wake: asyncio.Event, *, watched: bool) -> None:
+        """Up to DEVHOST_CONCURRENCY messages of one function at a time, as activities run: one
+        receive asks for as many messages as there are free slots, so a commit wakes one receive
+        per function rather than one per slot (each takes the bus file's write lock).
+
+        ``watched``: ``_watch_bus`` sets ``wake`` when there may be something to receive. A broker
+        has no watcher; its receive waits for a message by itself (``max_wait_time``)."""
+        queue = str(spec.trigger["queueName"])
+        running: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+
+        def done(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                log.error("a message task of %s failed", spec.name, exc_info=task.exception())
+            wake.set()
+
+        try:
+            while True:
+                # Cleared before the receive, not after: a commit reported while the receive runs
+                # must end the wait below at once, or its message waits for idle_wait.
+                wake.clear()
+                free = self.config.concurrency - len(running)
+                if free > 0:
+                    try:
+                        messages = await loop.run_in_executor(
+                            self._pool, self.servicebus.receive, queue, free
+                        )
+                    except Exception:  # keep serving; the cause is in the log
+                        log.exception("devhost could not receive from %s for %s", queue, spec.name)
+                    else:
+                        for message in messages:
+                            task = asyncio.create_task(self._handle_message(spec, message))
+                            running.add(task)
+                            task.add_done_callback(done)
+                        if not watched:
+                            continue  # a broker's receive has waited for a message already
+                await self._idle(wake)
+        finally:
+            # Stopping: what is still running is given up; its lock runs out and the message is
+            # delivered again (at least once, as in Azure).
+            for task in list(running):
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
 
     async def _serve_orchestrations(self) -> None:
         """Every ready instance's episode at once: the worker runs them on its own threads."""
@@ -636,18 +748,6 @@ class Host:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             commit()
-
-    async def _poll(self, step: Callable[[], Awaitable[int]]) -> None:
-        while True:
-            try:
-                done = await step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # keep serving; the cause is in the log
-                log.exception("devhost loop failed")
-                done = 0
-            if not done:
-                await asyncio.sleep(self.poll_interval)
 
 
 def _refusal(error: BaseException | None) -> tuple[HTTPStatus, str] | None:

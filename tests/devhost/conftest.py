@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 
-from devhost.clock import VirtualClock
-from devhost.host import Host
+from devhost.clock import Clock, VirtualClock
+from devhost.host import IDLE_WAIT, Host
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 T = TypeVar("T")
@@ -70,13 +70,22 @@ def make_sample(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    clock: VirtualClock | None = None,
+    clock: Clock | None = None,
+    *,
+    idle_wait: float = IDLE_WAIT,
 ) -> Sample:
     output = tmp_path / "out.jsonl"
     monkeypatch.setenv("SAMPLE_OUTPUT", str(output))
     # Set per test: the host exports it to the process environment for the app to read.
     monkeypatch.setenv("DEVHOST_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
-    host = Host(SAMPLE_APP, clock=clock or VirtualClock(), data_dir=tmp_path / "data", port=0, env=os.environ)
+    host = Host(
+        SAMPLE_APP,
+        clock=clock or VirtualClock(),
+        data_dir=tmp_path / "data",
+        port=0,
+        env=os.environ,
+        idle_wait=idle_wait,
+    )
     loop.run_until_complete(host.start())
     return Sample(host, loop, output)
 
