@@ -345,10 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.workdir, ignore_errors=True)
     stack = Stack(args.workdir.resolve(), agents=args.agents, profile=_profile(args))
     console.print(f"[bold]Starting[/] the simulator, devhost and {args.agents} agents in {args.workdir} …")
-    stack.start()
+    # Settings first: a refused configuration must not leave a started stack behind.
+    registry = Settings.from_env(stack.env).submitters
+    try:
+        stack.start()
+    except BaseException:
+        stack.stop()  # whatever did start (a later start-up step failed, or Ctrl-C)
+        raise
     orders_a, orders_b = build_orders(args.orders, args.seed)
     bus_path = str(stack.workdir / "servicebus.db")
-    registry = Settings.from_env(stack.env).submitters
     apps = [
         SubmittingApp(app.name, app.client_id, stack.devhost_url, bus_path, orders)
         for app, orders in zip(registry.apps, (orders_a, orders_b), strict=True)

@@ -10,7 +10,6 @@ import pytest
 from domain.states import ProcessState
 from tests.app.conftest import App, order_body
 
-
 FIRST_ENGINE = {
     "order_workflow_v1",
     "order_workflow_v2",
