@@ -38,6 +38,10 @@ OK = StepOutcome(None)
 
 Orchestration = Generator[Any, Any, str]
 
+# What this engine registers in function_app.py, all to be removed together.
+ORCHESTRATORS = ("order_workflow_v1", "order_workflow_v2")
+ACTIVITIES = ("read_order", "begin_step", "send_agent_request", "record_step", "run_local_step", "finish")
+
 
 def finish(
     context: Any, attempt: dict[str, str], outcome: str, error: str | None = None

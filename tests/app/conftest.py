@@ -235,6 +235,19 @@ class App:
         return self.bus.peek(f"{queue}/$deadletterqueue", 1000)
 
 
+def emulators_settings(*, cosmos: str, sql: str, dialect: str, tables: str, **extra: str) -> dict[str, str]:
+    """The emulators profile: state in a Cosmos DB server, orders in SQL over ODBC, the
+    compensation log in Azurite's Table Storage (messaging stays devhost's local bus)."""
+    return {
+        "SAS_PROFILE": "emulators",
+        "CosmosDBConnection": cosmos,
+        "SqlConnection": sql,
+        "SAS_SQL_DIALECT": dialect,
+        "CompensationLogConnection": tables,
+        **extra,
+    }
+
+
 def start_app(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,

@@ -14,7 +14,7 @@ from azure.data.tables import TableServiceClient
 from adapters.sql_orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
 from adapters.table_compensation_log import TABLE
 from domain.states import ProcessState
-from tests.app.conftest import Answer, App, order_body, start_app, submission
+from tests.app.conftest import Answer, App, emulators_settings, order_body, start_app, submission
 
 
 @pytest.fixture
@@ -36,14 +36,13 @@ def emulated(
         loop,
         tmp_path,
         monkeypatch,
-        settings={
-            "SAS_PROFILE": "emulators",
-            "CosmosDBConnection": cosmos_connection,
-            "SAS_COSMOS_DATABASE": database,
-            "SqlConnection": orders,
-            "SAS_SQL_DIALECT": "sqlite-odbc",
-            "CompensationLogConnection": azurite_tables,
-        },
+        settings=emulators_settings(
+            cosmos=cosmos_connection,
+            sql=orders,
+            dialect="sqlite-odbc",
+            tables=azurite_tables,
+            SAS_COSMOS_DATABASE=database,
+        ),
     )
     yield app
     loop.run_until_complete(app.host.stop())

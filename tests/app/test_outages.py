@@ -33,7 +33,7 @@ from adapters.table_compensation_log import TABLE
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import ORDER_WORKFLOW_V1, Runs
 from testing.fault_proxy import FaultProxy, Mode
-from tests.app.conftest import App, order_body, start_app, submission
+from tests.app.conftest import App, emulators_settings, order_body, start_app, submission
 from tests.emulators import EMULATOR_KEY, _free_port, cosmos_server, new_postgres_database
 
 ORDERS = 200
@@ -91,19 +91,18 @@ def stack(
             loop,
             tmp_path,
             monkeypatch,
-            settings={
-                "SAS_PROFILE": "emulators",
-                "CosmosDBConnection": f"AccountEndpoint=https://127.0.0.1:{cosmos.port}/;AccountKey={EMULATOR_KEY};",
-                "SqlConnection": _with_port(orders, sql.port),
-                "SAS_SQL_DIALECT": "postgresql",
-                "CompensationLogConnection": azurite_tables,
-                "SAS_RETRY_BUDGET_SECONDS": "0.05",
-                "SAS_RETRY_FIRST_WAIT_SECONDS": "0.01",
-                "SAS_RETRY_MAX_WAIT_SECONDS": "0.02",
+            settings=emulators_settings(
+                cosmos=f"AccountEndpoint=https://127.0.0.1:{cosmos.port}/;AccountKey={EMULATOR_KEY};",
+                sql=_with_port(orders, sql.port),
+                dialect="postgresql",
+                tables=azurite_tables,
+                SAS_RETRY_BUDGET_SECONDS="0.05",
+                SAS_RETRY_FIRST_WAIT_SECONDS="0.01",
+                SAS_RETRY_MAX_WAIT_SECONDS="0.02",
                 # Fewer rounds through the queue than the default 5 s (each round is 200
                 # invocations); the default's horizon, over an hour, is tested on its own.
-                "SAS_POSTPONE_FIRST_SECONDS": "60",
-            },
+                SAS_POSTPONE_FIRST_SECONDS="60",
+            ),
         )
         try:
             yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True))

@@ -8,18 +8,10 @@ import azure_functions_runtime as runtime
 import pytest
 
 from domain.states import ProcessState
+from orchestrators import order_workflow as first_engine
 from tests.app.conftest import App, order_body
 
-FIRST_ENGINE = {
-    "order_workflow_v1",
-    "order_workflow_v2",
-    "read_order",
-    "begin_step",
-    "send_agent_request",
-    "record_step",
-    "run_local_step",
-    "finish",
-}
+FIRST_ENGINE = {*first_engine.ORCHESTRATORS, *first_engine.ACTIVITIES}
 
 
 def test_one_order_invokes_every_function_through_the_workers_invocation_request(

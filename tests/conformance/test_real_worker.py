@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrators import order_workflow as first_engine
 from tools.deploy_package import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,19 +34,10 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "starter": ("timerTrigger", {"schedule": "%SAS_STARTER_SCHEDULE%", "useMonitor": False}),
     "supervisor": ("timerTrigger", {"schedule": "%SAS_SUPERVISOR_SCHEDULE%", "useMonitor": False}),
-    "order_workflow_v1": ("orchestrationTrigger", {}),
-    "order_workflow_v2": ("orchestrationTrigger", {}),
-    **{
-        name: ("activityTrigger", {})
-        for name in (
-            "read_order",
-            "begin_step",
-            "send_agent_request",
-            "record_step",
-            "run_local_step",
-            "finish",
-        )
-    },
+    "order_attempt": ("orchestrationTrigger", {}),
+    "advance": ("activityTrigger", {}),
+    **{name: ("orchestrationTrigger", {}) for name in first_engine.ORCHESTRATORS},
+    **{name: ("activityTrigger", {}) for name in first_engine.ACTIVITIES},
 }
 WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order", "supervisor"}
 
