@@ -5,7 +5,7 @@ partition is its CompleteBy bucket, so the Supervisor's read of one bucket is a 
 query. The cursor is one small document in a partition of its own. Every request's
 ``x-ms-request-charge`` is reported as its cost, as in the state store.
 
-The open-source emulator ignores partition-key scoping (design.md §6): every query names the
+The open-source emulator ignores partition-key scoping (docs/local-stack.md): every query names the
 bucket in its WHERE clause, so the same text is right on both.
 """
 

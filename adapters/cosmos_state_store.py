@@ -1,7 +1,7 @@
 """The Azure state store: Cosmos DB container ``orderState``, partition key ``/OrderID``.
 
 Every write after creation is ``replace_item`` with the ETag and ``IfNotModified`` — never an
-upsert, which would create a missing item (design.md §3). Point reads go by id and partition
+upsert, which would create a missing item. Point reads go by id and partition
 key. The two scans are parameterised cross-partition queries paged with ``max_item_count`` and
 continuation tokens, and each page's ``x-ms-request-charge`` is reported as its cost (E13).
 """
@@ -56,7 +56,7 @@ class CosmosStateStore:
     def __init__(self, container: ContainerProxy, *, emulator: bool = False) -> None:
         self._container = container
         # The open-source emulator answers a point read of a missing id with 500 unless this
-        # header is sent; real Cosmos DB needs nothing (design.md §6).
+        # header is sent; real Cosmos DB needs nothing (docs/local-stack.md).
         self._read_headers = {"x-ms-documentdb-query-enablecrosspartition": "true"} if emulator else {}
 
     def create_if_absent(self, record: StateRecord) -> Created:

@@ -92,7 +92,7 @@ class SqlDialect:
 # only the message says it is a duplicate ("PRIMARY KEY must be unique" before SQLite 3.8.2).
 _SQLITE_DUPLICATE_TEXTS = ("UNIQUE constraint failed", "PRIMARY KEY must be unique")
 SQLITE = SqlDialect("sqlite", datetimes_as_text=True, duplicate_key_texts=_SQLITE_DUPLICATE_TEXTS)
-# SQLite-ODBC truncates datetime parameters to milliseconds (design.md §6): send text instead.
+# SQLite-ODBC truncates datetime parameters to milliseconds: send text instead.
 SQLITE_ODBC = SqlDialect("sqlite-odbc", datetimes_as_text=True, duplicate_key_texts=_SQLITE_DUPLICATE_TEXTS)
 # psqlODBC passes the server's SQLSTATE through: 23505 is unique_violation, and only that.
 POSTGRESQL = SqlDialect("postgresql", datetimes_as_text=False, duplicate_key_sqlstate="23505")

@@ -1,4 +1,4 @@
-"""Identifiers derived from the OrderID (design.md §3).
+"""Identifiers derived from the OrderID (R3, E4, E9).
 
 OrderIDs end up in Durable instance IDs (which may not contain ``/ \\ # ?`` or control
 characters), in Service Bus MessageIds and in idempotency keys joined with ``:``, so the

@@ -1,4 +1,4 @@
-"""Message contracts (design.md §4), validated at every boundary.
+"""Message contracts (R2, E2, E9, E16), validated at every boundary.
 
 A message that fails validation is dead-lettered with the reason these models give; nothing
 here retries. Field names follow the state record's PascalCase so one vocabulary runs from

@@ -45,7 +45,8 @@ class SchedulerPolicy:
     def __post_init__(self) -> None:
         if self.start_grace <= timedelta(0) or self.step_timeout <= timedelta(0):
             raise ValueError("start_grace and step_timeout must be positive")
-        # Durable timers are capped; keep every CompleteBy far below that (design.md §7).
+        # Durable timers have a maximum length (six days on older backends): keep every
+        # CompleteBy far below it.
         if max(self.start_grace, self.step_timeout) > timedelta(days=1):
             raise ValueError("start_grace and step_timeout must be at most one day")
         if self.max_calls_per_step < 1:

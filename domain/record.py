@@ -1,4 +1,4 @@
-"""The state record (E3, design.md §3) and its versioned document form (C7).
+"""The state record (E3; its fields: README "The state record") and its versioned document form (C7).
 
 Attribute names are the pattern's field names verbatim, so the code reads against the
 pattern and the stored document is the record's own fields. The record is immutable:

@@ -25,7 +25,7 @@ class OrchestrationStarter(Protocol):
 
 
 async def start_pending(client: OrchestrationStarter, ports: Ports) -> ClaimReport:
-    """Claim first, then start: the claim's start grace covers a crash in between (design.md §3).
+    """Claim first, then start: the claim's start grace covers a crash in between (E4).
 
     A store that is down ends the tick quietly (the outage was alerted once where it was seen);
     the next tick tries again, so the starter recovers by itself."""

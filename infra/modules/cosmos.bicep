@@ -14,7 +14,7 @@ param tags object
 @description('Name of the SQL (NoSQL API) database.')
 param databaseName string
 
-@description('Container of the state records; partition key /OrderID (design.md section 3).')
+@description('Container of the state records; partition key /OrderID (E3, E13).')
 param containerName string
 
 @description('Container of the Supervisor recovery index (E14); partition key /Bucket.')

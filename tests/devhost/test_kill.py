@@ -1,5 +1,6 @@
 """Crash recovery: devhost killed with SIGKILL at many points of progress, then restarted,
-finishes every orchestration with the right result (design.md §5, R11, C12)."""
+finishes every orchestration with the right result (R11, C12: devhost commits each episode and
+each activity result atomically)."""
 
 import json
 import os

@@ -191,7 +191,7 @@ FEATURES: dict[str, Feature] = {
     POINT_READ: Feature(("Read document",)),
     NOT_FOUND: Feature(note="the table names the operations, not their error codes"),
     READ_HEADER: Feature(
-        note="a query header the open-source server needs on a point read (design.md §6); the "
+        note="a query header the open-source server needs on a point read (docs/local-stack.md); the "
         "adapters send it to every emulator connection string, the vNext emulator included",
     ),
     CREATE: Feature(("Create document",)),

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             rel = Path(path).resolve().relative_to(root) if Path(path).is_absolute() else Path("infra") / path
             problems.append(
                 f"{rel} — checkov cannot parse it, so none of its checks ran — write Bicep in the "
-                "subset checkov's pycep 0.5.1 parses (design.md §6)"
+                "subset checkov's pycep 0.5.1 parses (infra/README.md)"
             )
         if not results.get("parsing_errors") and int(summary.get("parsing_errors", 0)):
             problems.append(

@@ -97,7 +97,7 @@ def check_infra(root: Path, report: Report) -> Deployment | None:
             path.relative_to(root.resolve()).as_posix(),
             error.line,
             f"does not parse with pycep-parser 0.7.1: {error.message}",
-            "write Bicep in the subset the offline tools parse (design.md §6: one-line ternaries, "
+            "write Bicep in the subset the offline tools parse (infra/README.md: one-line ternaries, "
             "no types, lambdas, spread or conditions inside loops)",
         )
     for path in sorted(infra.rglob("*.bicepparam")):
@@ -390,7 +390,7 @@ def check_queue_properties(file: str, line: int | None, label: str, properties: 
                 file,
                 line,
                 f"{label}: {key} is {values.get(key.lower(), 'not set')}, must be true",
-                f"set {key}: true (design.md §7)",
+                f"set {key}: true (E9, E18)",
             )
     count = values.get("maxdeliverycount")
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_DELIVERY_COUNT_LIMIT:

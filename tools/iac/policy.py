@@ -75,7 +75,7 @@ MAX_DELIVERIES_OF_QUEUE: dict[str, str] = {
 COSMOS_DATABASE_SETTING = "SAS_COSMOS_DATABASE"
 COSMOS_CONTAINER_SETTING = "SAS_COSMOS_CONTAINER"
 
-# Service Bus queue rules (design.md §7): duplicate detection, dead-lettering on expiry, and a
+# Service Bus queue rules (E9, E18): duplicate detection, dead-lettering on expiry, and a
 # small max delivery count.
 MAX_DELIVERY_COUNT_LIMIT = 10
 
