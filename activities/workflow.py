@@ -32,7 +32,7 @@ from activities.ids import Attempt
 from domain import transitions
 from domain.errors import RetryBudgetExhausted
 from domain.ids import idempotency_key, request_message_id
-from domain.messages import AgentRequest, OrderStatus
+from domain.messages import AgentOutcome, AgentRequest, OrderStatus
 from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored, status_version
 from domain.record import StateRecord
 from domain.states import LOCKED_STATES, ProcessState
@@ -380,7 +380,7 @@ def advance(payload: AdvanceInput, ports: Ports) -> AdvanceResult:
             return _ended(Ending.FENCED)
         if start.get("Missing"):
             return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
-    elif reply["Outcome"] == "ok":
+    elif reply["Outcome"] == AgentOutcome.OK:
         step, action = str(payload.get("Step")), str(payload.get("Action"))
         answered = {**base, "Step": step, "Action": action, "Result": reply.get("Result") or {}}
         recorded = record_step(answered, ports)  # type: ignore[arg-type]

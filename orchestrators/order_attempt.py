@@ -21,6 +21,7 @@ from collections.abc import Generator
 from datetime import datetime, timedelta
 from typing import Any
 
+from domain.messages import AgentOutcome
 from domain.workflow import Ending
 
 # A reply nobody waits for (stray, duplicate, late) is buffered by the Durable SDK, which warns on
@@ -88,8 +89,8 @@ def run_attempt(context: Any) -> Orchestration:
         reply = yield from wait_for_reply(context, wait["RequestID"], complete_by)
         if reply is None:
             return Ending.TIMED_OUT.value  # R5: stop waiting, leave the record alone
-        if reply["Outcome"] not in ("ok", "permanent"):
-            return Ending.RETRY_LATER.value
+        if reply["Outcome"] == AgentOutcome.TRANSIENT_EXHAUSTED:
+            return Ending.RETRY_LATER.value  # the Supervisor retries the step when CompleteBy passes
         answered = {"Step": wait["Step"], "Action": wait["Action"], "Reply": reply}
         result = yield from call(context, "advance", {**attempt, **answered})
     return str(result["Ending"])
