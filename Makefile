@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(PYTHON_VERSION)
 PROTO := devhost/protocol/function_rpc.proto
 PROTO_PY := devhost/protocol/function_rpc_pb2.py
 
-.PHONY: test lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python
+.PHONY: test check lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python
 
 venv: $(STAMP) $(PROTO_PY)
 
@@ -79,6 +79,12 @@ unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs
 	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck iac unit
+
+# The fast tier, for a run before each commit: lint, types and the tests that need only the venv
+# (marker `fast`, assigned in tests/conftest.py): no system packages, node emulators, iac venvs
+# or child processes, so none of their set-up targets. `make test` (CI) still runs everything.
+check: lint typecheck $(STAMP) $(PROTO_PY)
+	$(BIN)/python -m pytest -n auto -m fast
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) devhost/protocol/function_rpc_pb2.py devhost/protocol/function_rpc_pb2.pyi $(BICEP_VENV) emulators/node_modules .data .devhost .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis
