@@ -94,7 +94,7 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
         stack.ports().sender.send("orders", "{not json", message_id="garbage-1")
         everyone = silent + ids
         records = stack.wait_terminal(everyone, timeout=300)
-        messaging = stack.ports().sender
+        messaging = stack.ports().settlement  # the adapter itself: the sender is wrapped in the retry policy
         assert isinstance(messaging, ServiceBusMessaging)
         statuses = {app: [json.loads(m.body) for m in messaging.peek(f"status-{app}", 2000)] for app in APPS}
         in_sql = {i for i in everyone if stack.ports().orders.get(i) is not None}
