@@ -470,7 +470,8 @@ def test_cosmos_connections_reset(cosmos: tuple[FaultProxy, str]) -> None:
 
 def test_cosmos_reset_mid_request_fails_a_write_but_not_a_read(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
-    container = _container(connection)
+    # The SDK's default read retries: its first retry may still meet the reset (it does not wait).
+    container = _container(connection, retry_read=3)
     operations = _operations(container)
     item = operations["read_item"]()
     with ThreadPoolExecutor(1) as pool:
