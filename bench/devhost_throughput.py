@@ -1,14 +1,20 @@
 """Orchestrations per second: devhost (SQLite, fsync'd) against Microsoft's in-process
 ``durabletask.testing`` backend (in memory, over loopback gRPC), in the same run.
 
-    .venv/bin/python bench/devhost_throughput.py [--orchestrations 200]
+    .venv/bin/python -m bench.devhost_throughput [--orchestrations 200]
 
 The workload is the same for both: N instances of a three-activity chain, started through
-each engine's own client, timed from the first start to the last completion.
+each engine's own client, timed from the first start to the last completion. durabletask's
+client and worker log at WARNING here: at their default, INFO, the client writes two lines per
+instance to stderr while it waits, which slowed the peer's side (the ratio read about 0.2 higher
+with it, in three alternating runs on the 2-core machine).
+
+``bench.happy_path`` prints this comparison in its own run (``compare`` and ``print_comparison``).
 """
 
 import argparse
 import asyncio
+import logging
 import socket
 import tempfile
 import time
@@ -57,6 +63,12 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _quiet(name: str) -> logging.Logger:
+    logger = logging.getLogger(f"durabletask-{name}")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
 def run_durabletask(count: int) -> float:
     port = _free_port()
     backend = create_test_backend(port=port)
@@ -70,11 +82,11 @@ def run_durabletask(count: int) -> float:
             value = yield ctx.call_activity(add_one, input=value)
         return value
 
-    worker = dt_worker.TaskHubGrpcWorker(host_address=address)
+    worker = dt_worker.TaskHubGrpcWorker(host_address=address, logger=_quiet("worker"))
     worker.add_orchestrator(chain3)
     worker.add_activity(add_one)
     worker.start()
-    client = dt_client.TaskHubGrpcClient(host_address=address)
+    client = dt_client.TaskHubGrpcClient(host_address=address, logger=_quiet("client"))
     try:
         started = time.perf_counter()
         ids = [client.schedule_new_orchestration(chain3, input=n, instance_id=f"b-{n}") for n in range(count)]
@@ -87,16 +99,23 @@ def run_durabletask(count: int) -> float:
         backend.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--orchestrations", type=int, default=200)
-    count = parser.parse_args().orchestrations
-    peer = run_durabletask(count)
-    ours = asyncio.run(run_devhost(count))
+def compare(count: int) -> tuple[float, float]:
+    """Seconds for ``count`` orchestrations: durabletask.testing's, then devhost's."""
+    return run_durabletask(count), asyncio.run(run_devhost(count))
+
+
+def print_comparison(count: int, peer: float, ours: float) -> None:
     print(f"{'engine':40} {'seconds':>8} {'orch/s':>8}")
     print(f"{'durabletask.testing (in memory)':40} {peer:8.2f} {count / peer:8.1f}")
     print(f"{'devhost (SQLite WAL, real worker)':40} {ours:8.2f} {count / ours:8.1f}")
     print(f"devhost / durabletask throughput ratio: {peer / ours:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--orchestrations", type=int, default=200)
+    count = parser.parse_args().orchestrations
+    print_comparison(count, *compare(count))
 
 
 if __name__ == "__main__":

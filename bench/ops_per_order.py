@@ -1,11 +1,13 @@
 """Store operations, messages and round trips per order on the happy path.
 
-    PYTHONPATH=. .venv/bin/python bench/ops_per_order.py [--orders 50]
+    .venv/bin/python -m bench.ops_per_order [--orders 50]
 
 Runs the real function_app.py on devhost (embedded profile, virtual clock) with an agent that
 answers every request at once, counts every call the app makes through its ports, and prints
 the per-order averages beside the minimum the protocol needs. Shared work (the starter's and
 the Supervisor's queries) is reported per order too, amortised over the batch.
+
+``bench.happy_path`` prints this table in its own run (``measure`` and ``print_table``).
 """
 
 import argparse
@@ -111,17 +113,31 @@ async def run(orders: int) -> Counter[str]:
         return counts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=50)
-    orders = parser.parse_args().orders
-    counts = asyncio.run(run(orders))
+def measure(orders: int) -> Counter[str]:
+    """The counts for ``orders`` happy-path orders. The process's environment is restored
+    afterwards: the run sets the app's settings in it, which would leak into what runs next."""
+    saved = dict(os.environ)
+    try:
+        return asyncio.run(run(orders))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def print_table(counts: Counter[str], orders: int) -> None:
     print(f"{'operation (per order)':32} {'measured':>9} {'minimum':>8}")
     for name in sorted(counts):
         minimum = MINIMUM.get(name)
         print(f"{name:32} {counts[name] / orders:9.2f} {'' if minimum is None else minimum:>8}")
     reads = sum(v for k, v in counts.items() if k in ("states.get",))
     print(f"\nstate-store point reads per order: {reads / orders:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=50)
+    orders = parser.parse_args().orders
+    print_table(measure(orders), orders)
 
 
 if __name__ == "__main__":
