@@ -86,14 +86,22 @@ def _owned(ports: Ports, attempt: Attempt) -> Stored | None:
     return stored
 
 
-def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
-    """The attempt's starting point (E7): the order from SQL and where the record stands. Always
-    a fresh read: what the attempt does next is decided from it."""
-    attempt = Attempt.of(payload)
+def _fresh(ports: Ports, attempt: Attempt) -> Stored | None:
+    """The record read now (an attempt decides its start from a fresh read), or None: fenced out."""
     stored = ports.states.get(attempt.order_id)
     if stored is not None:
         ports.records.remember(stored)
     if stored is None or stored.record.LockedBy != attempt.instance_id:
+        return None
+    return stored
+
+
+def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
+    """The attempt's starting point (E7): the order from SQL and where the record stands. Always
+    a fresh read: what the attempt does next is decided from it."""
+    attempt = Attempt.of(payload)
+    stored = _fresh(ports, attempt)
+    if stored is None:
         return {"Fenced": True}
     record = stored.record
     order = ports.orders.get(attempt.order_id)
@@ -375,10 +383,11 @@ def advance(payload: AdvanceInput, ports: Ports) -> AdvanceResult:
     base = attempt.payload()
     reply = payload.get("Reply")
     if reply is None:
-        start = read_order(base, ports)
-        if start["Fenced"]:
+        # The start (E7): a fresh read; the order is read once here and cached for later calls.
+        # Not read_order: its list of what to undo would be read again by _next.
+        if _fresh(ports, attempt) is None:
             return _ended(Ending.FENCED)
-        if start.get("Missing"):
+        if _order(ports, attempt.order_id) is None:
             return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
     elif reply["Outcome"] == AgentOutcome.OK:
         step, action = str(payload.get("Step")), str(payload.get("Action"))
