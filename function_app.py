@@ -15,14 +15,17 @@ from collections.abc import Callable
 import azure.durable_functions as df
 import azure.functions as func
 
-from activities import contracts
-from activities import workflow as steps
+from activities import contracts, functions
+from activities.functions import ActivityFunction
 from adapters import telemetry_export
+from adapters.clock import host_clock
 from adapters.factory import build_ports
 from domain.errors import DependencyUnavailable
-from domain.workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
+from domain.ids import parse_instance_id
+from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
+from domain.workflow import ATTEMPT_ORCHESTRATOR, Activity
+from orchestrators.first_engine import run_workflow
 from orchestrators.order_attempt import agent_event, run_attempt
-from orchestrators.order_workflow import run_workflow
 from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
@@ -36,13 +39,17 @@ log = logging.getLogger("sas.app")
 @functools.cache
 def ports() -> Ports:
     telemetry_export.configure("function-app")
-    return build_ports(Settings.from_env(os.environ))
+    return build_ports(Settings.from_env(os.environ), host_clock())
 
 
-def _activity[P: contracts.AttemptInput, R](name: str, payload: P, run: Callable[[P, Ports], R]) -> R:
-    """Every activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
-    with order_span(f"activity.{name}", payload["OrderID"], payload["InstanceID"]):
-        return run(payload, ports())
+def _activity[I: contracts.AttemptInput, R, W: contracts.JsonObject | str](
+    activity: ActivityFunction[I, R, W], payload: contracts.JsonObject
+) -> W:
+    """The activity's input parsed, its body run and its result written back as JSON. Every
+    activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
+    work = activity.parse(payload)
+    with order_span(f"activity.{activity.name}", work.OrderID, work.InstanceID):
+        return activity.answer(work, ports())
 
 
 def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
@@ -111,58 +118,72 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
     await scheduling.start_pending(client, ports())
 
 
-# Every new attempt, of any workflow version: the version is the record's (C7).
+# Every new attempt, of any workflow version: the version is the record's (C7). Each durable
+# function is registered under the name the orchestrators and the starter use
+# (``domain.workflow``), whatever its Python name.
+@app.function_name(ATTEMPT_ORCHESTRATOR)
 @app.orchestration_trigger(context_name="context")
 def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_attempt(context))
 
 
+# An activity is handed a plain dict (JsonObject: an annotation the worker accepts, where it
+# refuses dict[str, Any]); activities.contracts says what it holds.
+@app.function_name(Activity.ADVANCE.value)
 @app.activity_trigger(input_name="payload")
-def advance(payload: contracts.AdvanceInput) -> contracts.AdvanceResult:
-    return _activity("advance", payload, steps.advance)
+def advance(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.advance, payload)
 
 
 # The first engine (one orchestrator per version, one activity per action), registered until the
 # instances it started before order_attempt was deployed have ended (C7: never changed while
 # running). Remove these and the activities below once `ops list --state Processing` shows none.
+@app.function_name(ORDER_WORKFLOW_V1.orchestrator)
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
 
 
+@app.function_name(ORDER_WORKFLOW_V2.orchestrator)
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V2))
 
 
+@app.function_name(Activity.READ_ORDER.value)
 @app.activity_trigger(input_name="payload")
-def read_order(payload: contracts.AttemptInput) -> contracts.ReadOrderResult:
-    return _activity("read_order", payload, steps.read_order)
+def read_order(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.read_order, payload)
 
 
+@app.function_name(Activity.BEGIN_STEP.value)
 @app.activity_trigger(input_name="payload")
-def begin_step(payload: contracts.StepInput) -> contracts.BeginStepResult:
-    return _activity("begin_step", payload, steps.begin_step)
+def begin_step(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.begin_step, payload)
 
 
+@app.function_name(Activity.SEND_AGENT_REQUEST.value)
 @app.activity_trigger(input_name="payload")
-def send_agent_request(payload: contracts.AgentRequestInput) -> str:
-    return _activity("send_agent_request", payload, steps.send_agent_request)
+def send_agent_request(payload: contracts.JsonObject) -> str:
+    return _activity(functions.send_agent_request, payload)
 
 
+@app.function_name(Activity.RECORD_STEP.value)
 @app.activity_trigger(input_name="payload")
-def record_step(payload: contracts.RecordStepInput) -> contracts.FencedResult:
-    return _activity("record_step", payload, steps.record_step)
+def record_step(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.record_step, payload)
 
 
+@app.function_name(Activity.RUN_LOCAL_STEP.value)
 @app.activity_trigger(input_name="payload")
-def run_local_step(payload: contracts.LocalStepInput) -> contracts.LocalStepResult:
-    return _activity("run_local_step", payload, steps.run_local_step)
+def run_local_step(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.run_local_step, payload)
 
 
+@app.function_name(Activity.FINISH.value)
 @app.activity_trigger(input_name="payload")
-def finish(payload: contracts.FinishInput) -> contracts.FinishResult:
-    return _activity("finish", payload, steps.finish)
+def finish(payload: contracts.JsonObject) -> contracts.JsonObject:
+    return _activity(functions.finish, payload)
 
 
 # --- Agent replies (E9) ------------------------------------------------------------------------
@@ -178,7 +199,7 @@ async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrati
     reply = await asyncio.to_thread(intake.parse_reply, delivery, ports())
     if reply is None:
         return
-    order_id = reply.InstanceID.rsplit("-", 1)[0]
+    order_id, _ = parse_instance_id(reply.InstanceID)
     with order_span("agent.reply", order_id, reply.InstanceID, step=reply.Step, outcome=reply.Outcome.value):
         try:
             await client.raise_event(

@@ -1,2 +1,3 @@
 """Activity functions of the order workflow: fenced state transitions, order reads, agent
-requests, local steps, compensations, status posts. Each takes a JSON payload and the ports."""
+requests, local steps, compensations, status posts. ``contracts`` types what each takes and
+answers, ``steps`` holds their typed bodies, ``functions`` their JSON entry points."""

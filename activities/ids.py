@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from activities.contracts import AttemptInput
+from domain.ids import parse_instance_id
 
 
 @dataclass(frozen=True)
@@ -12,12 +13,12 @@ class Attempt:
 
     @classmethod
     def of(cls, payload: AttemptInput) -> "Attempt":
-        return cls(order_id=str(payload["OrderID"]), instance_id=str(payload["InstanceID"]))
+        return cls(order_id=payload.OrderID, instance_id=payload.InstanceID)
 
     @property
     def number(self) -> int:
-        return int(self.instance_id.rsplit("-", 1)[1])
+        return parse_instance_id(self.instance_id)[1]
 
     def payload(self) -> AttemptInput:
         """The identity part of an activity's input."""
-        return {"OrderID": self.order_id, "InstanceID": self.instance_id}
+        return AttemptInput(OrderID=self.order_id, InstanceID=self.instance_id)

@@ -9,7 +9,7 @@ also tells an ``OutageObserver`` when a dependency stops and starts answering, w
 outage makes one operator alert. Errors that are not transient (a bug, a refused write, a
 conflict) pass through at once, untouched: retrying them would only delay the same answer.
 
-What a caller does once the budget is spent is the caller's business (README "Transient
+What a caller does once the budget is spent is the caller's business (docs/operating.md "Transient
 faults"): a submission comes back later on a scheduled message, an orchestration retries the
 activity on a durable timer, the starter and the Supervisor wait for their next tick.
 """
@@ -189,6 +189,12 @@ class _Guarded:
         if self._target is not None and not callable(member := getattr(self._target, name)):
             return member  # a plain attribute (e.g. a pool's counters): nothing to retry
         return lambda *args, **kwargs: self._run(lambda: getattr(self._resolved(), name)(*args, **kwargs))
+
+    def close(self) -> None:
+        """Close the adapter if it was ever built (its connections, files); never builds one."""
+        close = getattr(self._target, "close", None)
+        if callable(close):
+            close()
 
     def _run(self, call: Callable[[], Any]) -> Any:
         try:

@@ -15,12 +15,12 @@ from pathlib import Path
 from azure.servicebus.aio import ServiceBusClient
 
 from adapters import telemetry_export
-from agent_worker.messaging import LocalAgentMessaging, ServiceBusAgentMessaging
+from adapters.local_settings import load_local_settings
+from adapters.servicebus.agent_queues import LocalAgentMessaging, ServiceBusAgentMessaging
+from adapters.servicebus.local_bus import LocalServiceBus
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings, AgentSettingsError
 from agent_worker.worker import Agent
-from devhost.servicebus import LocalServiceBus
-from devhost.settings import load_local_settings
 
 
 def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:

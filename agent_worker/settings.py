@@ -13,12 +13,12 @@ class AgentSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     remote_url: str = Field("http://127.0.0.1:7081", alias="AGENT_REMOTE_URL")
-    # "local" (or unset) is devhost's Service Bus at DEVHOST_SERVICEBUS_PATH; a connection string
+    # "local" (or unset) is devhost's Service Bus at LOCAL_SERVICEBUS_PATH; a connection string
     # is a local broker; in Azure the namespace, reached with the agent's managed identity.
     servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
     servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
-    servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
+    servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
     requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
     replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
     concurrency: int = Field(8, alias="AGENT_CONCURRENCY", ge=1, le=256)

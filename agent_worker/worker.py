@@ -26,10 +26,10 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential_jitter
 
-from agent_worker.messaging import AgentMessaging
+from adapters.servicebus.agent_queues import AgentMessaging
+from adapters.servicebus.messages import MessageLockLost, ReceivedMessage
 from agent_worker.remote import PermanentFailure, RemoteService, TransientFailure, endpoint_for
 from agent_worker.settings import AgentSettings
-from devhost.servicebus import MessageLockLost, ReceivedMessage
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, InvalidMessage, parse_message
 from services import telemetry
 

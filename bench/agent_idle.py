@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devhost.servicebus import LocalServiceBus, QueueConfig
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import QueueConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -39,7 +40,7 @@ def main() -> int:
                 bus.declare(QueueConfig(queue))
         env = os.environ | {
             "ServiceBusConnection": "local",
-            "DEVHOST_SERVICEBUS_PATH": str(bus_path),
+            "LOCAL_SERVICEBUS_PATH": str(bus_path),
             "AGENT_REMOTE_URL": "http://127.0.0.1:9",
         }
         agent = subprocess.Popen([sys.executable, "-m", "agent_worker", "--name", "idle"], cwd=ROOT, env=env)

@@ -15,7 +15,6 @@ with it, in three alternating runs on the 2-core machine).
 import argparse
 import asyncio
 import logging
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from durabletask import worker as dt_worker
 from durabletask.testing import create_test_backend
 
 from devhost.host import Host
+from testing.ports import free_port
 
 APP = Path(__file__).parent / "chain_app"
 
@@ -57,12 +57,6 @@ async def run_devhost(count: int) -> float:
         return elapsed
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _quiet(name: str) -> logging.Logger:
     logger = logging.getLogger(f"durabletask-{name}")
     logger.setLevel(logging.WARNING)
@@ -70,7 +64,7 @@ def _quiet(name: str) -> logging.Logger:
 
 
 def run_durabletask(count: int) -> float:
-    port = _free_port()
+    port = free_port()
     backend = create_test_backend(port=port)
     address = f"localhost:{port}"
 

@@ -47,14 +47,15 @@ from pathlib import Path
 
 import aiohttp
 
+from adapters.servicebus.local_bus import LocalServiceBus
 from bench import devhost_throughput, ops_per_order
 from bench.agent_idle import cpu_seconds
 from demo.apps import make_order
 from demo.stack import ROOT, Stack
 from devhost.config import DevhostConfig
-from devhost.servicebus import LocalServiceBus
 from domain.apps import principal_header
-from domain.workflow import WORKFLOWS, Runs
+from domain.sample_workflow import WORKFLOWS
+from domain.workflow import Runs
 from services.settings import Settings
 
 PROFILE = {

@@ -29,7 +29,7 @@ from devhost.host import Host  # noqa: E402
 from services.context import Ports  # noqa: E402
 from tests.app.conftest import T0, ScriptedAgent, submission  # noqa: E402
 
-# What the protocol cannot do without, per order (see README "Cost per order").
+# What the protocol cannot do without, per order (see docs/deploying.md "Cost per order").
 MINIMUM = {
     "states.create_if_absent": 1,  # E3: the record
     "states.replace": 8,  # claim; 2 local steps x record; 2 agent steps x (begin + record); complete
@@ -72,8 +72,7 @@ async def run(orders: int) -> Counter[str]:
     with tempfile.TemporaryDirectory() as tmp:
         values |= {
             "SAS_DATA_DIR": f"{tmp}/data",
-            "DEVHOST_SERVICEBUS_PATH": f"{tmp}/servicebus.db",
-            "SAS_CLOCK": "devhost",
+            "LOCAL_SERVICEBUS_PATH": f"{tmp}/servicebus.db",
             "SAS_MAX_IN_FLIGHT": str(orders),
             "SAS_CLAIM_BATCH_SIZE": str(orders),
         }

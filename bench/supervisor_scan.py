@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from adapters.sqlite_recovery_index import SqliteRecoveryIndex
-from adapters.sqlite_state_store import SqliteStateStore
+from adapters.sqlite.recovery_index import SqliteRecoveryIndex
+from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
 from domain.policy import SupervisorScan
 from domain.ports import StateStore
@@ -197,7 +197,8 @@ def cosmos_run(endpoint: str, healthy: int) -> list[Result]:
     import urllib3  # noqa: PLC0415 - only with --cosmos
     from azure.cosmos import CosmosClient, PartitionKey  # noqa: PLC0415
 
-    from adapters import cosmos_recovery_index, cosmos_state_store  # noqa: PLC0415
+    from adapters.cosmos import recovery_index as cosmos_recovery_index  # noqa: PLC0415
+    from adapters.cosmos import state_store as cosmos_state_store  # noqa: PLC0415
     from tests.emulators import EMULATOR_KEY  # noqa: PLC0415
 
     urllib3.disable_warnings()  # the emulator's certificate is self-signed, on loopback

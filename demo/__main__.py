@@ -10,7 +10,6 @@ invariants; it exits non-zero if any fails.
 import argparse
 import random
 import shutil
-import statistics
 import sys
 import threading
 import time
@@ -23,21 +22,12 @@ from rich.live import Live
 from rich.table import Table
 
 from demo.apps import SubmittingApp, make_order
+from demo.judge import Check, Snapshot, judge
+from demo.report import render, verdict
 from demo.stack import Stack
-from devhost.servicebus import ReceivedMessage
 from domain.messages import QueuedOrder
-from domain.record import StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from services.settings import Settings
-
-FORWARD = ("ReserveInventory", "ChargePayment")
-UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}
-EXPECTED_STATUS = {
-    ProcessState.PROCESSED: "completed",
-    ProcessState.ERROR: "failed",
-    ProcessState.COMPENSATED: "compensated",
-    ProcessState.COMPENSATION_FAILED: "compensation-failed",
-}
 
 
 @dataclass
@@ -123,136 +113,15 @@ def build_orders(count: int, seed: int) -> tuple[list, list]:  # type: ignore[ty
     return per_app[0], per_app[1]
 
 
-@dataclass
-class Snapshot:
+def take_snapshot(run: Run) -> Snapshot:
     """What the judges look at, taken before the processes stop."""
-
-    ledger: dict[str, dict[str, int]]
-    records: dict[str, StateRecord]
-    dead: list[ReceivedMessage]
-    elapsed: float
-
-    @classmethod
-    def take(cls, run: Run) -> "Snapshot":
-        bus = run.stack.bus()
-        try:
-            dead = bus.peek("orders/$deadletterqueue")
-        finally:
-            bus.close()
-        records = {k: v for k, v in run.stack.records(run.order_ids).items() if v is not None}
-        return cls(run.stack.ledger("app-"), records, dead, time.monotonic() - run.started)
-
-
-def summary(run: Run, snapshot: Snapshot, console: Console, budget: int) -> list[tuple[str, bool, str]]:
-    ledger, records, elapsed = snapshot.ledger, snapshot.records, snapshot.elapsed
-
-    def effects(order_id: str, action: str) -> int:
-        return int(ledger.get(f"{order_id}:{action}", {}).get("effects", 0))
-
-    states = Counter(r.ProcessState for r in records.values())
-    table = Table(title="Orders by final state")
-    table.add_column("state")
-    table.add_column("orders", justify="right")
-    for state in ProcessState:
-        table.add_row(state.value, str(states[state]))
-    table.add_row("attempts (total)", str(sum(r.Attempt for r in records.values())))
-    table.add_row("supervisor recoveries", str(sum(r.FailureCount for r in records.values())))
-    table.add_row("compensations run", str(sum(len(r.CompensatedSteps) for r in records.values())))
-    console.print(table)
-
-    calls = Table(title="Remote calls vs effects, per action")
-    for column in ("action", "calls", "effects", "orders"):
-        calls.add_column(column, justify="right" if column != "action" else "left")
-    for action in (*FORWARD, *UNDO.values()):
-        keys = {k: v for k, v in ledger.items() if k.endswith(f":{action}")}
-        calls.add_row(
-            action,
-            str(sum(v["calls"] for v in keys.values())),
-            str(sum(v["effects"] for v in keys.values())),
-            str(len(keys)),
-        )
-    console.print(calls)
-
-    dead = snapshot.dead
-    if dead:
-        dlq = Table(title="Dead-lettered submissions")
-        dlq.add_column("message")
-        dlq.add_column("reason")
-        dlq.add_column("description")
-        for message in dead:
-            dlq.add_row(
-                message.message_id,
-                message.dead_letter_reason or "",
-                (message.dead_letter_error_description or "")[:70],
-            )
-        console.print(dlq)
-
-    latencies = sorted(
-        app.finished_at[i] - app.submitted_at[i]
-        for app in run.apps
-        for i in app.finished_at
-        if i in app.submitted_at
-    )
-    perf = Table(title="Throughput and latency (submit → terminal status)")
-    perf.add_column("measure")
-    perf.add_column("value", justify="right")
-    perf.add_row("orders/s", f"{len(records) / elapsed:.1f}")
-    if latencies:
-        quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [latencies[0]] * 99
-        for label, index in (("p50", 49), ("p90", 89), ("p99", 98)):
-            perf.add_row(f"latency {label}", f"{quantiles[index]:.2f}s")
-    for app in run.apps:
-        perf.add_row(
-            f"{app.name}: status messages / throttled (429)",
-            f"{sum(len(v) for v in app.statuses.values())} / {app.throttled}",
-        )
-    console.print(perf)
-
-    accepted = [i for app in run.apps for i in app.submitted_at]
-    checks: list[tuple[str, bool, str]] = []
-
-    def check(name: str, failures: list[str]) -> None:
-        checks.append((name, not failures, ", ".join(failures[:5])))
-
-    check(
-        "every accepted order reached a terminal state",
-        [i for i in accepted if i not in records or records[i].ProcessState not in TERMINAL_STATES],
-    )
-    check(
-        "processed orders: exactly one effect per step, nothing undone",
-        [
-            i
-            for i, r in records.items()
-            if r.ProcessState is ProcessState.PROCESSED
-            and ([effects(i, s) for s in FORWARD] != [1, 1] or any(effects(i, UNDO[s]) for s in FORWARD))
-        ],
-    )
-    check(
-        "compensated orders: net zero effect per step",
-        [
-            i
-            for i, r in records.items()
-            if r.ProcessState is ProcessState.COMPENSATED
-            and any(effects(i, s) != effects(i, UNDO[s]) for s in FORWARD)
-        ],
-    )
-    check(
-        f"no idempotency key called more than the retry budget ({budget})",
-        [k for k, v in ledger.items() if v["calls"] > budget],
-    )
-    check(
-        "each app heard exactly one ending per order, matching the record",
-        [
-            i
-            for app in run.apps
-            for i in app.submitted_at
-            if app.terminal_statuses(i) != [EXPECTED_STATUS.get(records[i].ProcessState, "?")]
-        ]
-        if records
-        else accepted,
-    )
-    check("no app heard about another app's orders", [i for app in run.apps for i in app.foreign])
-    return checks
+    bus = run.stack.bus()
+    try:
+        dead = bus.peek("orders/$deadletterqueue")
+    finally:
+        bus.close()
+    records = {k: v for k, v in run.stack.records(run.order_ids).items() if v is not None}
+    return Snapshot(run.stack.ledger("app-"), records, dead, time.monotonic() - run.started)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -322,21 +191,6 @@ def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading
     return False
 
 
-def _verdict(checks: list[tuple[str, bool, str]], console: Console) -> int:
-    verdict = Table(title="Invariants")
-    verdict.add_column("check")
-    verdict.add_column("result")
-    for name, passed, detail in checks:
-        verdict.add_row(name, "[green]✓[/]" if passed else f"[red]✗ {detail}[/]")
-    console.print(verdict)
-    failed = [name for name, passed, _ in checks if not passed]
-    if failed:
-        console.print(f"[bold red]{len(failed)} invariant(s) failed[/]")
-        return 1
-    console.print("[bold green]All invariants hold.[/]")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
@@ -370,14 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for app in apps:
             app.stop()
-        snapshot = Snapshot.take(run)
+        snapshot = take_snapshot(run)
         codes = stack.stop()
     for event in run.events:
         console.print(event)
     console.print(f"processes stopped with exit codes {codes}")
-    checks = summary(run, snapshot, console, int(stack.env["SAS_MAX_CALLS_PER_STEP"]))
-    checks.insert(0, ("finished within --duration", ok, "" if ok else f"{args.duration}s passed"))
-    return _verdict(checks, console)
+    render(apps, snapshot, console)
+    checks = judge(apps, snapshot, int(stack.env["SAS_MAX_CALLS_PER_STEP"]))
+    checks.insert(0, Check("finished within --duration", ok, "" if ok else f"{args.duration}s passed"))
+    return verdict(checks, console)
 
 
 if __name__ == "__main__":

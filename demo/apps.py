@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from devhost.servicebus import LocalServiceBus
+from adapters.servicebus.local_bus import LocalServiceBus
 from domain.apps import principal_header
 from domain.messages import OrderLine, OrderSubmission
 

@@ -8,7 +8,6 @@ Used by `make demo` and the end-to-end tests. Settings go through the environmen
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,14 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from adapters.clock import SystemClock
 from adapters.factory import build_ports
-from adapters.sqlite_state_store import SqliteStateStore
-from devhost.servicebus import LocalServiceBus
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.sqlite.state_store import SqliteStateStore
 from domain.messages import QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
 from services.settings import Settings
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,12 +46,6 @@ FAST = {
     "AGENT_BREAKER_RECOVERY_SECONDS": "1",
     "AGENT_POLL_INTERVAL_SECONDS": "0.02",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
@@ -95,10 +90,9 @@ class Stack:
             **values,
             **FAST,
             "PYTHONPATH": str(ROOT),
-            "SAS_CLOCK": "system",
             "SAS_DATA_DIR": str(workdir / "data"),
             "DEVHOST_DATA_DIR": str(workdir / "devhost"),
-            "DEVHOST_SERVICEBUS_PATH": str(workdir / "servicebus.db"),
+            "LOCAL_SERVICEBUS_PATH": str(workdir / "servicebus.db"),
             "AGENT_REMOTE_URL": f"http://127.0.0.1:{self.simulator_port}",
             "SAS_TELEMETRY_DIR": str(workdir / "telemetry"),
             **(settings or {}),
@@ -197,7 +191,7 @@ class Stack:
     def ports(self) -> Ports:
         """The app's own adapters for this stack's profile: its state store and its messaging."""
         if self._ports is None:
-            self._ports = build_ports(Settings.from_env(self.env))
+            self._ports = build_ports(Settings.from_env(self.env), SystemClock())
         return self._ports
 
     def submit(self, orders: list[QueuedOrder], message_id: str | None = None) -> None:

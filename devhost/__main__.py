@@ -16,7 +16,8 @@ from pathlib import Path
 
 from devhost.clock import SystemClock
 from devhost.config import DevhostConfig
-from devhost.durable import DurableEngine, DurableStore
+from devhost.durable_engine import DurableEngine
+from devhost.durable_store import DurableStore
 from devhost.host import Host, HostError
 from devhost.indexing import IndexingError
 from devhost.settings import SettingsError, load_local_settings

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.servicebus.messages import ReceivedMessage
 from devhost.protocol import function_rpc_pb2 as rpc
-from devhost.servicebus import ReceivedMessage
 
 
 def _net_time(moment: datetime, offset: str = "") -> str:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from devhost.servicebus import QueueConfig
+from adapters.servicebus.messages import QueueConfig
 from devhost.settings import SettingsError
 
 _DURATION = re.compile(
@@ -78,7 +78,7 @@ class DevhostConfig:
         return cls(
             app_dir=app_dir,
             data_dir=data,
-            servicebus_path=Path(env.get("DEVHOST_SERVICEBUS_PATH", str(data / "servicebus.db"))),
+            servicebus_path=Path(env.get("LOCAL_SERVICEBUS_PATH", str(data / "servicebus.db"))),
             servicebus_config=Path(config)
             if config
             else (default_config if default_config.exists() else None),

@@ -27,30 +27,21 @@ from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from azure.durable_functions.models.utils import http_utils as durable_http
 from croniter import croniter
 
+from adapters.clock import use_host_clock
+from adapters.servicebus.azure import servicebus_client
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost import bindings, durable_api
-from devhost.clock import Clock, SystemClock, VirtualClock, set_current_clock
+from devhost.clock import Clock, SystemClock, VirtualClock
 from devhost.config import DevhostConfig, queues_from_emulator_config
-from devhost.durable import (
-    ActivityOutcome,
-    ActivityWork,
-    DurableEngine,
-    DurableStore,
-    OrchestratorFailed,
-    Queued,
-)
+from devhost.durable_engine import ActivityOutcome, DurableEngine, OrchestratorFailed, Queued
+from devhost.durable_store import ActivityWork, DurableStore
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.protocol import function_rpc_pb2 as rpc
-from devhost.servicebus import (
-    LocalServiceBus,
-    MessageAlreadySettled,
-    MessageLockLost,
-    QueueConfig,
-    ReceivedMessage,
-)
-from devhost.servicebus import format_time as ts
-from devhost.servicebus import parse_time as parse_ts
 from devhost.settings import SettingsError, load_local_settings
 from devhost.worker import InvocationFailed, Worker, WorkerError
+from domain.timestamps import format_ts as ts
+from domain.timestamps import parse_ts
 
 log = logging.getLogger("devhost")
 
@@ -88,7 +79,7 @@ class ExtraSource(Protocol):
 
 
 class TriggerBus(Protocol):
-    """What the Service Bus trigger loop needs: devhost's local bus, or a broker via the SDK."""
+    """What the Service Bus trigger loop needs: the local bus, or a broker via the SDK."""
 
     def queues(self) -> list[QueueConfig]: ...
     def receive(self, queue: str, max_messages: int) -> list[ReceivedMessage]: ...
@@ -135,7 +126,8 @@ class Host:
 
     async def start(self) -> None:
         self._lock_data_dir()
-        set_current_clock(self.clock)
+        # The app runs in this process: it reads this host's time (adapters/clock.py).
+        use_host_clock(self.clock)
         try:
             loaded = await self.worker.start()
         except WorkerError as error:
@@ -201,7 +193,7 @@ class Host:
         return value
 
     def _trigger_bus(self) -> TriggerBus:
-        """devhost's local bus when the triggers' connection is "local", else the broker it names
+        """the local bus when the triggers' connection is "local", else the broker it names
         (a connection string, or a namespace reached with DefaultAzureCredential)."""
         declared = (
             queues_from_emulator_config(self.config.servicebus_config)
@@ -214,15 +206,15 @@ class Host:
         if not connections or connections == {LOCAL_SERVICEBUS}:
             bus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
             # The app's embedded messaging adapter and agent processes open the same file.
-            self.env["DEVHOST_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
+            self.env["LOCAL_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
             for queue in declared:
                 bus.declare(queue)
             return bus
         if isinstance(self.clock, VirtualClock):
             raise SettingsError("a real Service Bus runs on real time: use serve(), not a virtual clock")
-        from devhost.servicebus_broker import BrokerServiceBus, broker_client  # noqa: PLC0415
+        from devhost.servicebus_broker import BrokerServiceBus  # noqa: PLC0415
 
-        return BrokerServiceBus(broker_client(connections.pop()), declared)
+        return BrokerServiceBus(servicebus_client(connections.pop()), declared)
 
     def _check_servicebus_triggers(self) -> None:
         declared = {q.name for q in self.servicebus.queues()}
@@ -245,7 +237,7 @@ class Host:
             methods = spec.trigger.get("methods") or ["*"]
             for method in methods:
                 app.router.add_route(str(method).upper(), path, functools.partial(self._http_handler, spec))
-        durable_api.register(app, self)
+        durable_api.register(app, self.engine, lambda: self.base_url)
         app.middlewares.append(_kestrel_limits)
         self._runner = _AppRunner(
             app,
@@ -278,36 +270,7 @@ class Host:
 
     def client_json(self) -> str:
         """The Durable client binding: the SDK's own client talks to our Durable HTTP API."""
-        return self._client_json(self.base_url)
-
-    @staticmethod
-    @functools.cache
-    def _client_json(base_url: str) -> str:
-        rpc = f"{base_url}/runtime/webhooks/durabletask/"
-        status = f"{rpc}instances/INSTANCEID"
-        return json.dumps(
-            {
-                "taskHubName": "devhost",
-                "creationUrls": {
-                    "createNewInstancePostUri": f"{rpc}orchestrators/{{functionName}}[/{{instanceId}}]",
-                },
-                "managementUrls": {
-                    "id": "INSTANCEID",
-                    "statusQueryGetUri": status,
-                    "sendEventPostUri": f"{status}/raiseEvent/{{eventName}}",
-                    "terminatePostUri": f"{status}/terminate?reason={{text}}",
-                    "purgeHistoryDeleteUri": status,
-                    "rewindPostUri": f"{status}/rewind?reason={{text}}",
-                    "restartPostUri": f"{status}/restart",
-                    "suspendPostUri": f"{status}/suspend?reason={{text}}",
-                    "resumePostUri": f"{status}/resume?reason={{text}}",
-                },
-                "baseUrl": rpc,
-                "requiredQueryStringParameters": "",
-                "rpcBaseUrl": rpc,
-                "httpBaseUrl": rpc,
-            }
-        )
+        return durable_api.client_binding(self.base_url)
 
     async def _http_handler(self, spec: FunctionSpec, request: web.Request) -> web.StreamResponse:
         data, metadata = bindings.http_request(
@@ -366,18 +329,12 @@ class Host:
         return nxt
 
     def _last_fired(self, name: str) -> datetime | None:
-        row = self.store.conn.execute(
-            "SELECT last_fired FROM schedules WHERE function_name = ?", (name,)
-        ).fetchone()
-        return parse_ts(row[0]) if row else None
+        stamp = self.store.last_fired(name)
+        return parse_ts(stamp) if stamp is not None else None
 
     async def _fire_timer(self, spec: FunctionSpec, *, past_due: bool, scheduled: datetime) -> None:
-        with self.store.tx() as conn:
-            conn.execute(
-                "INSERT INTO schedules (function_name, last_fired) VALUES (?, ?)"
-                " ON CONFLICT (function_name) DO UPDATE SET last_fired = excluded.last_fired",
-                (spec.name, ts(scheduled)),
-            )
+        with self.store.tx() as tx:
+            tx.record_fired(spec.name, ts(scheduled))
         info, metadata = bindings.timer_info(
             past_due=past_due,
             last=scheduled,

@@ -13,89 +13,21 @@ Receivers are per worker thread, so concurrent receive loops do not queue behind
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
-from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
-from azure.servicebus.amqp import AmqpMessageBodyType
+from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure.servicebus.exceptions import MessageAlreadySettled, MessageLockLostError, ServiceBusError
 
-from devhost.servicebus import MessageLockLost, QueueConfig, ReceivedMessage
+from adapters.servicebus.azure import HELD
+from adapters.servicebus.messages import (
+    RECEIVE_WAIT_SECONDS,
+    MessageLockLost,
+    QueueConfig,
+    ReceivedMessage,
+    from_sdk,
+)
 
-log = logging.getLogger("devhost.servicebus")
-
-# How long a receive waits for the first message; short, so a settlement queued behind it
-# on the same receiver waits little.
-RECEIVE_WAIT_SECONDS = 0.2
-
-_in_flight: dict[str, "_Held"] = {}
-_in_flight_guard = threading.Lock()
-
-
-class _Held:
-    def __init__(
-        self, lock: threading.Lock, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage
-    ):
-        self.lock = lock
-        self.receiver = receiver
-        self.message = message
-
-
-def dead_letter_in_flight(lock_token: str, reason: str, description: str) -> bool:
-    """Dead-letter a message a devhost trigger is processing; False if no trigger holds it."""
-    with _in_flight_guard:
-        held = _in_flight.get(lock_token)
-    if held is None:
-        return False
-    with held.lock:
-        held.receiver.dead_letter_message(held.message, reason=reason, error_description=description)
-    with _in_flight_guard:
-        _in_flight.pop(lock_token, None)
-    return True
-
-
-def _text(value: Any) -> Any:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def message_bytes(message: ServiceBusReceivedMessage) -> bytes:
-    """The body as bytes, whatever AMQP body the sender used: data sections (what the SDKs
-    send), or a single value (a JMS TextMessage, say); anything else reads as empty, so the
-    app rejects it with a reason rather than the receive failing."""
-    body: Any = message.body
-    if message.body_type == AmqpMessageBodyType.DATA:
-        return b"".join(bytes(section) for section in body)
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode()
-    return b""
-
-
-def received_view(queue: str, message: ServiceBusReceivedMessage) -> ReceivedMessage:
-    epoch = datetime.fromtimestamp(0, UTC)
-    return ReceivedMessage(
-        queue=queue,
-        sequence_number=message.sequence_number or 0,
-        message_id=str(message.message_id),
-        body=message_bytes(message),
-        correlation_id=message.correlation_id,
-        content_type=message.content_type,
-        subject=message.subject,
-        reply_to=message.reply_to,
-        application_properties={
-            _text(k): _text(v) for k, v in (message.application_properties or {}).items()
-        },
-        # The AMQP header counts earlier attempts (0 first); Functions' DeliveryCount, like the
-        # .NET SDK's and devhost's local bus, counts this one too (1 first).
-        delivery_count=(message.delivery_count or 0) + 1,
-        enqueued_time=message.enqueued_time_utc or epoch,
-        scheduled_enqueue_time=message.scheduled_enqueue_time_utc,
-        locked_until=message.locked_until_utc or epoch,
-        lock_token=str(message.lock_token),
-        dead_letter_reason=message.dead_letter_reason,
-        dead_letter_error_description=message.dead_letter_error_description,
-    )
+log = logging.getLogger("adapters.servicebus.local_bus")
 
 
 class BrokerServiceBus:
@@ -136,15 +68,13 @@ class BrokerServiceBus:
             )
         received = []
         for message in batch:
-            view = received_view(queue, message)
-            with _in_flight_guard:
-                _in_flight[view.lock_token] = _Held(lock, receiver, message)
+            view = from_sdk(queue, message)
+            HELD.hold(view.lock_token, lock, receiver, message)
             received.append(view)
         return received
 
     def _settle(self, message: ReceivedMessage, action: str) -> None:
-        with _in_flight_guard:
-            held = _in_flight.get(message.lock_token)
+        held = HELD.get(message.lock_token)
         if held is None:
             return  # the function settled it itself (dead-lettered by lock token)
         try:
@@ -156,8 +86,7 @@ class BrokerServiceBus:
             raise MessageLockLost(str(error)) from error
         finally:
             # Settled or lost either way; any other error leaves the lock to expire.
-            with _in_flight_guard:
-                _in_flight.pop(message.lock_token, None)
+            HELD.release(message.lock_token)
 
     def complete(self, message: ReceivedMessage) -> None:
         self._settle(message, "complete_message")
@@ -166,8 +95,7 @@ class BrokerServiceBus:
         self._settle(message, "abandon_message")
 
     def renew_lock(self, message: ReceivedMessage) -> datetime:
-        with _in_flight_guard:
-            held = _in_flight.get(message.lock_token)
+        held = HELD.get(message.lock_token)
         if held is None:
             raise MessageLockLost(f"message {message.message_id} is no longer held")
         try:
@@ -190,12 +118,3 @@ def _close_quietly(receiver: ServiceBusReceiver) -> None:
         receiver.close()
     except ServiceBusError as error:
         log.debug("closing a receiver: %s", error)
-
-
-def broker_client(connection: str) -> ServiceBusClient:
-    """A connection string (a local broker, the emulator), or a namespace with an identity."""
-    if "=" in connection:
-        return ServiceBusClient.from_connection_string(connection)
-    from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
-
-    return ServiceBusClient(connection, DefaultAzureCredential())

@@ -1,34 +1,14 @@
-"""``local.settings.json`` and ``%SETTING%`` placeholders, as ``func start`` handles them."""
+"""``local.settings.json`` (read by the app's ``adapters.local_settings``) and ``%SETTING%``
+placeholders, as ``func start`` handles them."""
 
-import json
-import os
 import re
-from collections.abc import Mapping, MutableMapping
-from pathlib import Path
+from collections.abc import Mapping
+
+from adapters.local_settings import SettingsError, load_local_settings
+
+__all__ = ["SettingsError", "load_local_settings", "resolve"]
 
 _PLACEHOLDER = re.compile(r"%([^%]+)%")
-
-
-class SettingsError(ValueError):
-    pass
-
-
-def load_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Put ``Values`` of ``local.settings.json`` into the environment; real env vars win, as in func."""
-    env = os.environ if environ is None else environ
-    path = app_dir / "local.settings.json"
-    if not path.exists():
-        return {}
-    try:
-        values = json.loads(path.read_text()).get("Values", {})
-    except json.JSONDecodeError as error:
-        raise SettingsError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(values, dict):
-        raise SettingsError(f"{path}: 'Values' must be an object")
-    loaded = {str(k): str(v) for k, v in values.items()}
-    for key, value in loaded.items():
-        env.setdefault(key, value)
-    return loaded
 
 
 def resolve(value: str, env: Mapping[str, str], *, where: str) -> str:

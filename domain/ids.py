@@ -27,6 +27,15 @@ def instance_id(order_id: str, attempt: int) -> str:
     return f"{order_id}-{attempt}"
 
 
+def parse_instance_id(instance: str) -> tuple[str, int]:
+    """``instance_id``'s inverse: the OrderID and the attempt number. An OrderID may hold ``-``;
+    the attempt is what follows the last one."""
+    order_id, sep, attempt = instance.rpartition("-")
+    if not sep or not order_id or not attempt.isdigit():
+        raise ValueError(f"not an attempt's instance ID: {instance!r:.80}")
+    return order_id, int(attempt)
+
+
 def idempotency_key(order_id: str, step: str) -> str:
     """Stable across every attempt and retry of one step, so the remote service de-duplicates (R3)."""
     return f"{order_id}:{step}"

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from domain.apps import APP_NAME
-from domain.ids import ORDER_ID_PATTERN
+from domain.ids import ORDER_ID_PATTERN, parse_instance_id
 
 # Service Bus standard tier caps a message at 256 KB; stay well inside it.
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -170,11 +170,19 @@ class QueuedOrder(OrderSubmission):
         return f"{self.OrderID}.{self.order_hash()[:32]}"
 
 
+def _instance_id(value: str) -> str:
+    parse_instance_id(value)  # "<OrderID>-<attempt>": the listener reads the order from it
+    return value
+
+
+InstanceId = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_instance_id)]
+
+
 class AgentRequest(_Message):
     """Scheduler → Agent (R2): the work, its deadline and its share of the retry budget."""
 
     RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    InstanceID: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    InstanceID: InstanceId
     OrderID: OrderId
     Step: StepName
     IdempotencyKey: Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -193,7 +201,7 @@ class AgentReply(_Message):
     """Agent → Scheduler (E9): raised as the event ``AgentReply.<Step>`` on the instance."""
 
     RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    InstanceID: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    InstanceID: InstanceId
     Step: StepName
     Outcome: AgentOutcome
     Result: dict[str, Any] | None = None

@@ -5,13 +5,14 @@ suite of assertions over every adapter of a port.
 """
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
 
-from domain.errors import IllegalTransition
+from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.record import StateRecord
+from domain.recovery_index import IndexEntry, IndexPage
 from domain.states import ProcessState
 
 
@@ -103,18 +104,6 @@ class InsertOutcome(StrEnum):
     CONFLICT = "conflict"
 
 
-# Orders.Status is written by several attempts, and by the Supervisor: each write carries a version,
-# and a write never replaces a newer one. A later attempt outranks an earlier one; within an
-# attempt, a later step outranks an earlier one, and the attempt's end (a terminal status)
-# outranks its steps — so a stale attempt's late "Confirmed" cannot undo a "Failed".
-STATUS_PHASES: dict[str, int] = {"Confirmed": 1, "Shipped": 2}
-TERMINAL_STATUS_PHASE = 9
-
-
-def status_version(attempt: int, status: str) -> int:
-    return attempt * 10 + STATUS_PHASES.get(status, TERMINAL_STATUS_PHASE)
-
-
 class OrdersRepository(Protocol):
     def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
         """Insert the order; an existing one with the same OrderHash is a match, else a conflict."""
@@ -127,38 +116,6 @@ class OrdersRepository(Protocol):
         in one conditional statement, so a stale writer cannot slip in between a check and the
         write. False when a newer status stays; raises ``RecordNotFound`` for an unknown order."""
         ...
-
-
-class CompensationOutcome(StrEnum):
-    COMPENSATED = "Compensated"
-    FAILED = "Failed"
-
-
-@dataclass(frozen=True)
-class CompensationEntry:
-    """One completed step's way back (R9). Holds references only, never personal or card data (C5)."""
-
-    OrderID: str
-    Sequence: int  # the step's position in the workflow: entries sort by it
-    Step: str
-    Action: str
-    Data: dict[str, str]
-    RecordedAt: datetime
-    Outcome: CompensationOutcome | None = None
-    OutcomeAt: datetime | None = None
-    Error: str | None = None
-
-
-def next_outcome(current: CompensationEntry, outcome: CompensationOutcome) -> bool:
-    """Whether recording ``outcome`` changes ``current``. A success is final: repeating it is a
-    no-op, and a failure after it is refused (every compensation log adapter applies this)."""
-    if current.Outcome is CompensationOutcome.COMPENSATED:
-        if outcome is CompensationOutcome.COMPENSATED:
-            return False
-        raise IllegalTransition(
-            f"compensation of {current.Step} for order {current.OrderID} already succeeded"
-        )
-    return True
 
 
 class CompensationLog(Protocol):
@@ -220,56 +177,6 @@ class LeaderLease(Protocol):
     def release(self, holder: str) -> None:
         """Give the lease up early (a clean shutdown), if ``holder`` has it."""
         ...
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """One entry of the recovery index (E14): "order OrderID holds a lock until CompleteBy".
-
-    A hint, never the truth: the scan checks every entry against the state record and drops
-    it when the record has moved on. ``Bucket`` is CompleteBy truncated to the index's bucket
-    size: the partition the Supervisor reads.
-    """
-
-    OrderID: str
-    CompleteBy: datetime
-    Bucket: datetime
-
-
-@dataclass(frozen=True)
-class IndexPage:
-    entries: list[IndexEntry]
-    continuation: str | None
-    cost: float  # as Page.cost: request units on Cosmos, rows examined on SQLite
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def recovery_bucket(moment: datetime, size: timedelta) -> datetime:
-    """``moment`` truncated to a multiple of ``size`` since the Unix epoch (UTC).
-
-    Every writer and every Supervisor must use the same ``size``: an entry lives in exactly
-    one bucket, and a scan reads only the buckets this function names.
-    """
-    if moment.tzinfo is None:
-        raise ValueError("timestamps must be timezone-aware")
-    if size <= timedelta(0):
-        raise ValueError("the bucket size must be positive")
-    return _EPOCH + ((moment - _EPOCH) // size) * size
-
-
-class BucketSizeMismatch(ValueError):
-    """The index was built with another bucket size: its entries sit in buckets no scan reads."""
-
-
-def check_bucket_size(stored_seconds: float, configured: timedelta) -> None:
-    if stored_seconds != configured.total_seconds():
-        raise BucketSizeMismatch(
-            f"the recovery index was built with {stored_seconds / 60:g}-minute buckets, but "
-            f"SAS_RECOVERY_BUCKET_MINUTES is {configured.total_seconds() / 60:g}: "
-            "change it back, or start a new, empty index"
-        )
 
 
 class RecoveryIndex(Protocol):

@@ -1,4 +1,4 @@
-"""The state record (E3; its fields: README "The state record") and its versioned document form (C7).
+"""The state record (E3; its fields: docs/design.md "The state record") and its versioned document form (C7).
 
 Attribute names are the pattern's field names verbatim, so the code reads against the
 pattern and the stored document is the record's own fields. The record is immutable:
@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from domain.errors import UnsupportedSchemaVersion
+from domain.ids import parse_instance_id
 from domain.states import ProcessState
 from domain.timestamps import format_optional, format_ts, parse_optional, parse_ts
 
@@ -124,11 +125,10 @@ def _upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
     Everything later versions added gets a safe default; the attempt number is recovered
     from the instance ID in LockedBy so that the next claim never reuses an instance ID.
     """
-    locked_by = doc.get("LockedBy")
-    attempt = 0
-    if locked_by and "-" in locked_by:
-        suffix = locked_by.rsplit("-", 1)[1]
-        attempt = int(suffix) if suffix.isdigit() else 0
+    try:
+        attempt = parse_instance_id(doc.get("LockedBy") or "")[1]
+    except ValueError:
+        attempt = 0
     stamp = doc.get("UpdatedAt") or doc.get("CreatedAt") or "1970-01-01T00:00:00.000000Z"
     return {
         **doc,

@@ -9,20 +9,24 @@ from datetime import UTC, datetime
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
+def as_utc(moment: datetime) -> datetime:
+    """The same moment in UTC; a naive datetime is refused, since its zone is a guess."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"naive datetime {moment!r}: timestamps must be timezone-aware")
+    return moment.astimezone(UTC)
+
+
 def format_ts(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError("timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime(_FORMAT)
+    return as_utc(moment).strftime(_FORMAT)
 
 
 def parse_ts(text: str) -> datetime:
-    try:
-        return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
-    except ValueError:
-        parsed = datetime.fromisoformat(text)
-        if parsed.tzinfo is None:
-            raise ValueError(f"timestamp without a time zone: {text!r}") from None
-        return parsed.astimezone(UTC)
+    # fromisoformat reads this format (and any ISO 8601 with an offset) at a tenth of
+    # strptime's cost, which matters on devhost's hot path.
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp without a time zone: {text!r}")
+    return parsed.astimezone(UTC)
 
 
 def format_optional(moment: datetime | None) -> str | None:

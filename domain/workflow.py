@@ -1,12 +1,16 @@
-"""The order workflow's steps, by version (C7): what runs where, and how each step is undone.
+"""The generic step engine's vocabulary (C7): a workflow version is a list of steps, each run
+locally or by the Agent, and undone by a compensating action; and the names the orchestrators
+and activities are registered and called by.
 
-The orchestrator for a version reads its step list from here, so the definition is pure data
-that both the orchestrator (deterministically) and the activities agree on. A new version is a
-new entry; in-flight orders keep the version stored in their record.
+A version is pure data that both the orchestrator (deterministically) and the activities agree
+on. The sample workflow's versions, steps and business rules are in ``domain.sample_workflow``;
+in-flight orders keep the version stored in their record.
 """
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Ending(StrEnum):
@@ -37,9 +41,23 @@ class Step:
 
 
 @dataclass(frozen=True)
+class LocalAction:
+    """An action the Function App runs itself (``Runs.LOCAL``): a check of what the step is
+    given (the order, for a forward step) whose problem fails the step permanently, then the
+    order's status to set in the orders database (``domain.order_status.STATUS_PHASES``). Each
+    is safe to repeat (R8, C10)."""
+
+    name: str
+    problem: Callable[[Mapping[str, Any]], str | None] | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
 class Workflow:
     version: str
     steps: tuple[Step, ...]
+    # What each action that runs locally (a step's, or a compensation's) does.
+    local_actions: tuple[LocalAction, ...] = ()
 
     @property
     def orchestrator(self) -> str:
@@ -55,6 +73,12 @@ class Workflow:
         """The step's position: compensation log entries sort by it (R9)."""
         return [s.name for s in self.steps].index(name)
 
+    def local_action(self, name: str) -> LocalAction | None:
+        for action in self.local_actions:
+            if action.name == name:
+                return action
+        return None
+
 
 # The orchestrator every new attempt runs, whatever its workflow version: the steps are run by
 # its activity, which reads the version from the record, so a new version needs no new
@@ -68,20 +92,15 @@ def orchestrator_name(version: str) -> str:
     return f"order_workflow_{version}"
 
 
-ORDER_WORKFLOW_V1 = Workflow(
-    version="v1",
-    steps=(
-        Step("ValidateOrder", Runs.LOCAL),
-        Step("ReserveInventory", Runs.AGENT, compensation="ReleaseInventory"),
-        Step("ChargePayment", Runs.AGENT, compensation="RefundPayment"),
-        Step("ConfirmOrder", Runs.LOCAL),
-    ),
-)
+class Activity(StrEnum):
+    """The activity functions, by the one name function_app.py registers each under and the
+    orchestrators call it by. What each takes and answers: ``activities.contracts``."""
 
-# v2 ships the order after confirming it. Orders started under v1 finish under v1 (C7).
-ORDER_WORKFLOW_V2 = Workflow(
-    version="v2",
-    steps=(*ORDER_WORKFLOW_V1.steps, Step("ShipOrder", Runs.LOCAL)),
-)
-
-WORKFLOWS: dict[str, Workflow] = {w.version: w for w in (ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2)}
+    ADVANCE = "advance"  # everything between two waits of an order_attempt
+    # The first engine's, one per action (orchestrators/first_engine.py): drained with it.
+    READ_ORDER = "read_order"
+    BEGIN_STEP = "begin_step"
+    SEND_AGENT_REQUEST = "send_agent_request"
+    RECORD_STEP = "record_step"
+    RUN_LOCAL_STEP = "run_local_step"
+    FINISH = "finish"

@@ -28,8 +28,9 @@ from typing import Any, Protocol, runtime_checkable
 from rich.console import Console
 from rich.table import Table
 
+from adapters.clock import host_clock
 from adapters.factory import build_ports
-from devhost.settings import load_local_settings
+from adapters.local_settings import load_local_settings
 from domain.apps import principal_header
 from domain.errors import IllegalTransition, RecordNotFound
 from domain.states import ProcessState
@@ -55,7 +56,7 @@ class BrowsedMessage(Protocol):
 
 @runtime_checkable
 class QueueBrowser(Protocol):
-    """What both messaging adapters (devhost's local bus, Service Bus) offer operators."""
+    """What both messaging adapters (the local bus, Service Bus) offer operators."""
 
     def peek(self, queue: str, limit: int) -> Sequence[BrowsedMessage]: ...
     def resubmit_dead_letter(self, queue: str, message_id: str) -> bool: ...
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
     console = console or Console()
     load_local_settings(args.app_dir.resolve())
     try:
-        ops = Ops(build_ports(Settings.from_env(os.environ)), console, args.json)
+        # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
+        ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
         match args.command:
             case "submit":
                 ops.submit(args.order_id, args.app, args.sku, args.quantity)

@@ -1,1 +1,2 @@
-"""Durable orchestrators, versioned by name (``order_workflow_v1``, ...)."""
+"""Durable orchestrators: ``order_attempt`` (every new attempt, any workflow version) and the first
+engine's ``order_workflow_v1``/``v2`` (``first_engine.py``), kept until their instances end."""

@@ -2,7 +2,7 @@
 
 The orchestrator only waits: everything between two waits is one ``advance`` activity, which
 records the step a reply answers, runs local steps, begins the next Agent step and sends its
-request, or finishes (``activities/workflow.py``). Each round trip through an orchestrator
+request, or finishes (``activities/steps.py``). Each round trip through an orchestrator
 replays its whole history, so one that carries no decision is pure cost: the happy path of the
 sample workflow is 3 activities and 6 episodes, where one activity per action made 10 and 11.
 
@@ -21,7 +21,10 @@ from collections.abc import Generator
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.messages import AgentOutcome
+from pydantic import ValidationError
+
+from activities.contracts import ADVANCE, ActivityContract, AdvanceInput, AttemptInput, OrchestratorInput
+from domain.messages import AgentOutcome, AgentReply
 from domain.workflow import Ending
 
 # A reply nobody waits for (stray, duplicate, late) is buffered by the Durable SDK, which warns on
@@ -37,11 +40,20 @@ warnings.filterwarnings("ignore", message=r"Potential duplicate Task completion 
 ACTIVITY_RETRY_DELAYS = tuple(timedelta(seconds=s) for s in (2, 4, 8, 16, 32))
 
 
-def call(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
-    """``context.call_activity(name, payload)``, retried on failure after ACTIVITY_RETRY_DELAYS.
+def call[I: AttemptInput, R](
+    context: Any, activity: ActivityContract[I, R], work: I
+) -> Generator[Any, Any, R]:
+    """The activity called with ``work``, retried on failure after ACTIVITY_RETRY_DELAYS; its
+    result parsed.
 
-    The happy path's history is exactly one TaskScheduled and one TaskCompleted, as without it.
+    What goes over the Durable boundary is the input's JSON object, never the model. The happy
+    path's history is exactly one TaskScheduled and one TaskCompleted, as without retries.
     """
+    result = yield from _call_with_retries(context, activity.name.value, work.wire())
+    return activity.answer(result)
+
+
+def _call_with_retries(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
     for delay in ACTIVITY_RETRY_DELAYS:
         try:
             return (yield context.call_activity(name, payload))
@@ -65,32 +77,34 @@ def agent_event(request_id: str) -> str:
 
 def wait_for_reply(
     context: Any, request_id: str, complete_by: datetime
-) -> Generator[Any, Any, dict[str, Any] | None]:
-    """The reply to our request, or None when ``CompleteBy`` comes first (E8, E10)."""
+) -> Generator[Any, Any, AgentReply | None]:
+    """The reply to our request, or None when ``CompleteBy`` comes first (E8, E10) — or when
+    what came is not a reply to it."""
     timer = context.create_timer(complete_by)
     reply_task = context.wait_for_external_event(agent_event(request_id))
     winner = yield context.task_any([reply_task, timer])
     if winner is timer:
         return None
     timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
-    reply = reply_task.result
-    return reply if isinstance(reply, dict) and reply.get("RequestID") == request_id else None
+    try:
+        reply = AgentReply.model_validate(reply_task.result)  # as agent_reply raised it
+    except ValidationError:
+        return None
+    return reply if reply.RequestID == request_id else None
 
 
 Orchestration = Generator[Any, Any, str]
 
 
 def run_attempt(context: Any) -> Orchestration:
-    attempt = {"OrderID": context.get_input()["OrderID"], "InstanceID": context.instance_id}
-    result = yield from call(context, "advance", attempt)
-    while "Wait" in result:
-        wait = result["Wait"]
-        complete_by = datetime.fromisoformat(wait["CompleteBy"])
-        reply = yield from wait_for_reply(context, wait["RequestID"], complete_by)
+    order_id = OrchestratorInput.model_validate(context.get_input()).OrderID
+    start = AdvanceInput(OrderID=order_id, InstanceID=context.instance_id)
+    result = yield from call(context, ADVANCE, start)
+    while (request := result.Wait) is not None:
+        reply = yield from wait_for_reply(context, request.RequestID, request.CompleteBy)
         if reply is None:
             return Ending.TIMED_OUT.value  # R5: stop waiting, leave the record alone
-        if reply["Outcome"] == AgentOutcome.TRANSIENT_EXHAUSTED:
+        if reply.Outcome is AgentOutcome.TRANSIENT_EXHAUSTED:
             return Ending.RETRY_LATER.value  # the Supervisor retries the step when CompleteBy passes
-        answered = {"Step": wait["Step"], "Action": wait["Action"], "Reply": reply}
-        result = yield from call(context, "advance", {**attempt, **answered})
-    return str(result["Ending"])
+        result = yield from call(context, ADVANCE, start.answering(request, reply))
+    return str(result.Ending)  # no Wait: an Ending (AdvanceResult holds one or the other)

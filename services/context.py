@@ -33,5 +33,13 @@ class Ports:
     records: RecordCache = field(default_factory=RecordCache)
     # Orders this process read from SQL: immutable, so the activities of an attempt read once.
     orders_read: LruCache[OrderRow] = field(default_factory=LruCache)
-    # Which dependencies are down now; one alert per outage (README "Transient faults").
+    # Which dependencies are down now; one alert per outage (docs/operating.md "Transient faults").
     outages: OutageMonitor | None = None
+
+    def close(self) -> None:
+        """Release what the adapters hold (connections, open files), for a host that unloads the
+        app and keeps running, as tests do; a Functions worker process simply exits."""
+        for port in (self.states, self.orders, self.compensation_log, self.settlement, self.leader):
+            close = getattr(port, "close", None)
+            if callable(close):
+                close()

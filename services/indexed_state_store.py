@@ -31,8 +31,9 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from domain.ports import Created, IndexEntry, Page, RecoveryIndex, StateStore, Stored, recovery_bucket
+from domain.ports import Created, Page, RecoveryIndex, StateStore, Stored
 from domain.record import StateRecord
+from domain.recovery_index import IndexEntry, recovery_bucket
 from domain.states import LOCKED_STATES, ProcessState
 from domain.timestamps import format_ts, parse_ts
 

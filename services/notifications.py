@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from domain.messages import OperatorAlert, OrderStatus, StatusMessage
-from domain.ports import MessageSender, status_version
+from domain.order_status import status_version
+from domain.ports import MessageSender
 from domain.record import StateRecord
 from domain.states import ProcessState
 from services import telemetry

@@ -38,7 +38,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     profile: Literal["embedded", "emulators", "azure"] = Field("embedded", alias="SAS_PROFILE")
-    # emulators and azure profiles: where the stores are (README "Profiles"). Identity-based in
+    # emulators and azure profiles: where the stores are (docs/local-stack.md "Profiles"). Identity-based in
     # Azure (an endpoint plus a managed identity's client ID); keys only for local emulators.
     cosmos_connection: str | None = Field(None, alias="CosmosDBConnection")
     cosmos_endpoint: str | None = Field(None, alias="CosmosDBConnection__accountEndpoint")
@@ -65,9 +65,7 @@ class Settings(BaseModel):
     platform_auth_enabled: bool = Field(False, alias="WEBSITE_AUTH_ENABLED")
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
-    # "devhost": share devhost's clock, so a virtual clock in tests drives CompleteBy too.
-    clock: Literal["system", "devhost"] = Field("system", alias="SAS_CLOCK")
-    local_servicebus_path: str = Field(".devhost/servicebus.db", alias="DEVHOST_SERVICEBUS_PATH")
+    local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
     orders_queue: str = Field("orders", alias="SAS_ORDERS_QUEUE")
     # MaxDeliveryCount of the orders queue: on the last delivery a submission that still fails
     # is dead-lettered by the app itself, with the error and an alert, not silently by the broker.
@@ -108,7 +106,7 @@ class Settings(BaseModel):
     leader_lease_seconds: int = Field(30, alias="SAS_LEADER_LEASE_SECONDS", ge=15, le=60)
     lease_storage_connection: str | None = Field(None, alias="LeaseStorageConnection")
     lease_storage_endpoint: str | None = Field(None, alias="LeaseStorageConnection__blobServiceUri")
-    # Transient faults (README "Transient faults"): each call to a store or the bus retries for
+    # Transient faults (docs/operating.md "Transient faults"): each call to a store or the bus retries for
     # this long at most, waiting first_wait x 2^n (jittered, at most max_wait) between tries;
     # at most half a step's window and well inside a message lock (PT1M).
     retry_budget_seconds: float = Field(10, alias="SAS_RETRY_BUDGET_SECONDS", ge=0, le=30)

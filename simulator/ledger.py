@@ -6,11 +6,11 @@ Times are fixed-width UTC strings, so text order is time order and MIN/MAX work 
 
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+from domain.timestamps import format_ts
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -34,12 +34,6 @@ CREATE TABLE IF NOT EXISTS effects (
 """
 
 
-def format_time(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError("the ledger stores UTC: the clock must return tz-aware datetimes")
-    return moment.astimezone(UTC).strftime(TIME_FORMAT)
-
-
 class Ledger:
     """One connection in autocommit mode; each method is one short statement or two."""
 
@@ -60,7 +54,7 @@ class Ledger:
         text = None if body is None else json.dumps(body, sort_keys=True)
         cursor = self._db.execute(
             "INSERT INTO calls (key, operation, at, outcome, body) VALUES (?, ?, ?, 'started', ?)",
-            (key, operation, format_time(at), text),
+            (key, operation, format_ts(at), text),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -83,7 +77,7 @@ class Ledger:
         cursor = self._db.execute(
             "INSERT INTO effects (key, operation, result, at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (key) DO NOTHING",
-            (key, operation, json.dumps(result, sort_keys=True), format_time(at)),
+            (key, operation, json.dumps(result, sort_keys=True), format_ts(at)),
         )
         stored = self.effect(key)
         assert stored is not None

@@ -8,7 +8,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -22,7 +21,8 @@ import urllib3
 from azure.cosmos import CosmosClient
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from adapters.azure_stores import pooled_transport
+from adapters.azure_profile import pooled_transport
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
@@ -30,12 +30,6 @@ COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-ser
 COSMOS_SERVER = ROOT / "emulators" / "cosmos-server.js"
 # The emulator's well-known key: it guards nothing (loopback, test data only).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -69,7 +63,7 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
 @pytest.fixture(scope="session")
 def cosmos_endpoint() -> Iterator[str]:
     """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
-    with cosmos_server(_free_port()) as endpoint:
+    with cosmos_server(free_port()) as endpoint:
         yield endpoint
 
 
@@ -83,7 +77,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
     """Azurite (Blobs, Queues, Tables) on loopback; yields its blob, queue and table ports."""
     if not AZURITE.exists():
         pytest.fail("Azurite is not installed: run `make emulators` (make test does)")
-    ports = [_free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     workdir = tmp_path_factory.mktemp("azurite")
     server = subprocess.Popen(
         [
@@ -253,7 +247,7 @@ def _start_postgres(
     as is (its log says why) so the caller can retry on another port."""
     import pyodbc  # noqa: PLC0415
 
-    port = _free_port()
+    port = free_port()
     with (workdir / "postgres.log").open("ab") as log:
         server = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", str(workdir / "data"), "-k", str(workdir), "-p", str(port)]

@@ -91,7 +91,7 @@ def headings(text: str) -> list[str]:
     return HEADING.findall(text)
 
 
-def _is_path(span: str) -> bool:
+def is_path(span: str) -> bool:
     return "/" in span or Path(span).suffix in PATH_SUFFIXES
 
 
@@ -103,7 +103,7 @@ def _cited_paths(root: Path, page: str) -> list[str]:
     problems: list[str] = []
     for match in PATH_SPAN.finditer(page):
         span, names = match.group(1), match.group(2) or ""
-        if not _is_path(span):
+        if not is_path(span):
             continue
         where = f"{REQUIREMENTS.as_posix()}:{_line_of(page, match.start())}"
         target = root / span

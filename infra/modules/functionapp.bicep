@@ -208,13 +208,13 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // The composition root (adapters/factory.py): azure profile, identity for the SDK clients.
     SAS_PROFILE: 'azure'
     AZURE_CLIENT_ID: identityClientId
-    // State store (adapters/azure_stores.py cosmos_state_store).
+    // State store (adapters/azure_profile.py cosmos_state_store).
     CosmosDBConnection__accountEndpoint: cosmosEndpoint
     CosmosDBConnection__credential: 'managedidentity'
     CosmosDBConnection__clientId: identityClientId
     SAS_COSMOS_DATABASE: cosmosDatabaseName
     SAS_COSMOS_CONTAINER: cosmosContainerName
-    // 429s retried by the SDK within a step's window (README "Policies and their defaults")
+    // 429s retried by the SDK within a step's window (docs/design.md "Policies and their defaults")
     SAS_COSMOS_THROTTLE_RETRIES: '5'
     SAS_COSMOS_THROTTLE_MAX_WAIT_SECONDS: '10'
     SAS_COSMOS_RECOVERY_CONTAINER: cosmosRecoveryContainerName
@@ -261,7 +261,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_SUPERVISOR_LOOKBACK_HOURS: '168'
     SAS_SUPERVISOR_PAGE_SIZE: '100'
     SAS_SUPERVISOR_MAX_PER_RUN: '500'
-    // Transient faults (README "Transient faults"): each call retries for at most the budget,
+    // Transient faults (docs/operating.md "Transient faults"): each call retries for at most the budget,
     // then a submission is postponed (5 s doubling to 5 min, 20 times: about 75 minutes).
     SAS_RETRY_BUDGET_SECONDS: '10'
     SAS_RETRY_FIRST_WAIT_SECONDS: '0.2'

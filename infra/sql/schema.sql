@@ -1,5 +1,5 @@
 -- The orders database schema (E2) for SQL Server / Azure SQL: the tables and columns of
--- adapters/sql_orders.py SQLITE_SCHEMA, unchanged, made idempotent for T-SQL (which has no
+-- adapters/sql/orders.py SQLITE_SCHEMA, unchanged, made idempotent for T-SQL (which has no
 -- CREATE TABLE IF NOT EXISTS). Run by infra/scripts/postprovision.sh against Azure SQL and by the
 -- sql-init service of docker-compose.yml against the local SQL Server.
 IF OBJECT_ID(N'dbo.Orders', N'U') IS NULL

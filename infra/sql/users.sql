@@ -1,5 +1,5 @@
 -- The Function App's database user, from its user-assigned managed identity (Entra ID), with
--- only what adapters/sql_orders.py does: SELECT, INSERT and UPDATE on dbo (no DELETE, no DDL).
+-- only what adapters/sql/orders.py does: SELECT, INSERT and UPDATE on dbo (no DELETE, no DDL).
 -- The agent gets no user: it never touches the orders database (agent_worker reads and writes
 -- Service Bus and calls the remote service, nothing else).
 --

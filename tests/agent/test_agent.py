@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from agent_worker.messaging import LocalAgentMessaging
+from adapters.servicebus.agent_queues import LocalAgentMessaging
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import QueueConfig
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
 from demo.stack import Stack, http_json, wait_for
-from devhost.servicebus import LocalServiceBus, QueueConfig
 from domain.messages import AgentRequest
 from simulator.app import SIMULATOR, create_app
 from simulator.profile import FaultProfile

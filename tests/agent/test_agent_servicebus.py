@@ -14,7 +14,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from agent_worker.messaging import ServiceBusAgentMessaging
+from adapters.servicebus.agent_queues import ServiceBusAgentMessaging
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent

@@ -8,6 +8,7 @@ way a remote service de-duplicates (R3), so tests can check exactly-once effects
 import asyncio
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,9 +21,10 @@ import aiohttp
 import pytest
 
 from adapters.factory import build_ports
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import ReceivedMessage
 from devhost.clock import VirtualClock
 from devhost.host import Host
-from devhost.servicebus import LocalServiceBus, ReceivedMessage
 from domain.apps import principal_header
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, QueuedOrder
 from domain.record import StateRecord
@@ -163,6 +165,8 @@ class App:
         self.loop = loop
         self.agent = agent
         self.bus = host.servicebus
+        # The app's own ports (function_app.ports is cached: this is the object it uses), to close.
+        self._built: list[Ports] = [sys.modules["function_app"].ports()]
         # The same adapters the app uses, for whichever profile the settings select.
         ports = self.ports()
         self.states = ports.states
@@ -170,7 +174,23 @@ class App:
 
     def ports(self) -> Ports:
         """The same adapters the function app uses, built from the same settings."""
-        return build_ports(Settings.from_env(os.environ))
+        built = build_ports(Settings.from_env(os.environ), self.host.clock)
+        self._built.append(built)
+        return built
+
+    def succeeded_by(self, successor: "App") -> None:
+        """A new deployment on the same data replaces this one: the fixture that stops this App
+        then stops the successor's host and closes its adapters."""
+        self.host = successor.host
+        self._built = successor._built
+
+    def stop(self) -> None:
+        """Stop the host and close every adapter the app and the test opened: a test process
+        runs hundreds of hosts, and each left-open SQLite file is a descriptor (past 1024, the
+        AMQP clients' select() in later tests can no longer wait on their sockets)."""
+        self.loop.run_until_complete(self.host.stop())
+        for ports in self._built:
+            ports.close()
 
     def http(
         self, method: str, path: str, body: str | None = None, *, app: str | None = "app-a"
@@ -237,7 +257,7 @@ class App:
 
 def emulators_settings(*, cosmos: str, sql: str, dialect: str, tables: str, **extra: str) -> dict[str, str]:
     """The emulators profile: state in a Cosmos DB server, orders in SQL over ODBC, the
-    compensation log in Azurite's Table Storage (messaging stays devhost's local bus)."""
+    compensation log in Azurite's Table Storage (messaging stays the local bus)."""
     return {
         "SAS_PROFILE": "emulators",
         "CosmosDBConnection": cosmos,
@@ -260,9 +280,8 @@ def start_app(
     data = tmp_path / "data"
     values |= {
         "SAS_DATA_DIR": str(data),
-        "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "servicebus.db"),
+        "LOCAL_SERVICEBUS_PATH": str(tmp_path / "servicebus.db"),
         "DEVHOST_DATA_DIR": str(tmp_path / "devhost"),
-        "SAS_CLOCK": "devhost",
     }
     values |= settings or {}
     for key, value in values.items():
@@ -279,4 +298,4 @@ def start_app(
 def app(loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     running = start_app(loop, tmp_path, monkeypatch)
     yield running
-    loop.run_until_complete(running.host.stop())
+    running.stop()

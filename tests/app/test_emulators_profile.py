@@ -1,6 +1,6 @@
 """The app on the emulators profile: state in the Cosmos DB API server, orders in SQL through
 pyodbc (the SQLite ODBC driver), the compensation log in Azurite's Table Storage — the Azure
-adapters inside the real workflow, on devhost. Messaging is still devhost's local Service Bus."""
+adapters inside the real workflow, on devhost. Messaging is still the local Service Bus."""
 
 import asyncio
 import uuid
@@ -11,8 +11,8 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
-from adapters.sql_orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
-from adapters.table_compensation_log import TABLE
+from adapters.sql.orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
+from adapters.storage.compensation_log import TABLE
 from domain.states import ProcessState
 from tests.app.conftest import Answer, App, emulators_settings, order_body, start_app, submission
 
@@ -45,7 +45,7 @@ def emulated(
         ),
     )
     yield app
-    loop.run_until_complete(app.host.stop())
+    app.stop()
 
 
 def test_orders_are_processed_and_compensated_on_the_azure_adapters(emulated: App) -> None:

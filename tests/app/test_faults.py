@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from activities import workflow as steps
+from activities import functions as steps
 from domain.messages import AgentRequest
 from domain.states import ProcessState
 from services import operator

@@ -77,4 +77,4 @@ def test_over_the_backlog_threshold_the_api_answers_429_with_retry_after(loop, t
         app.run_until_terminal("b-0", "b-1", "b-2", "b-3")  # the backlog drains ...
         assert app.http("POST", "/api/orders", order_body("b-6"))[0] == 202  # ... and 202 again
     finally:
-        loop.run_until_complete(app.host.stop())
+        app.stop()

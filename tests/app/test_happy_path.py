@@ -31,7 +31,7 @@ def test_a_new_order_starts_at_once_without_waiting_for_the_starter(loop, tmp_pa
         assert app.host.clock.now() - started < timedelta(seconds=5)
         assert app.host.invocations_by_function["starter"] == 0
     finally:
-        loop.run_until_complete(app.host.stop())
+        app.stop()
 
 
 def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, monkeypatch) -> None:
@@ -47,7 +47,7 @@ def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, m
         app.run_until_terminal("order-1", "order-2")
         assert app.record("order-2").Attempt == 1 and app.host.invocations_by_function["starter"] > 0
     finally:
-        loop.run_until_complete(app.host.stop())
+        app.stop()
 
 
 def test_a_record_the_supervisor_resets_starts_its_next_attempt_at_once(loop, tmp_path, monkeypatch) -> None:
@@ -67,4 +67,4 @@ def test_a_record_the_supervisor_resets_starts_its_next_attempt_at_once(loop, tm
         assert app.host.clock.now() - started <= step_timeout + supervisor_period + timedelta(seconds=5)
         assert app.host.invocations_by_function["starter"] == 0
     finally:
-        loop.run_until_complete(app.host.stop())
+        app.stop()

@@ -27,14 +27,16 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
-from adapters.cosmos_state_store import CosmosStateStore
-from adapters.sql_orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
-from adapters.table_compensation_log import TABLE
+from adapters.cosmos.state_store import CosmosStateStore
+from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
+from adapters.storage.compensation_log import TABLE
+from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
-from domain.workflow import ORDER_WORKFLOW_V1, Runs
+from domain.workflow import Runs
 from testing.fault_proxy import FaultProxy, Mode
+from testing.ports import free_port
 from tests.app.conftest import App, emulators_settings, order_body, start_app, submission
-from tests.emulators import EMULATOR_KEY, _free_port, cosmos_server, new_postgres_database
+from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
 ORDERS = 200
 SQL_OUTAGE = timedelta(minutes=10)
@@ -77,7 +79,7 @@ def stack(
     pyodbc_orders_repository(orders, POSTGRESQL, POSTGRESQL_SCHEMA)
     TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
     sql_port = int(re.findall(r"Port=(\d+)", orders)[0])
-    cosmos_port = _free_port()
+    cosmos_port = free_port()
     with (
         FaultProxy(("127.0.0.1", sql_port)) as sql,
         FaultProxy(("127.0.0.1", cosmos_port)) as cosmos,
@@ -107,7 +109,7 @@ def stack(
         try:
             yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True))
         finally:
-            loop.run_until_complete(app.host.stop())
+            app.stop()
 
 
 def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack) -> None:

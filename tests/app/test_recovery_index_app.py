@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from domain.messages import AgentRequest
-from domain.ports import recovery_bucket
+from domain.recovery_index import recovery_bucket
 from domain.states import ProcessState
 from services.indexed_state_store import IndexedStateStore
 from tests.app.conftest import OK, Answer, App, start_app, submission
@@ -23,7 +23,7 @@ def indexed_app(
 ) -> Iterator[App]:
     running = start_app(loop, tmp_path, monkeypatch, settings={"SAS_RECOVERY_INDEX": "true"})
     yield running
-    loop.run_until_complete(running.host.stop())
+    running.stop()
 
 
 def test_expired_orders_are_recovered_through_the_index_and_all_end_terminal(indexed_app: App) -> None:

@@ -8,7 +8,7 @@ import azure_functions_runtime as runtime
 import pytest
 
 from domain.states import ProcessState
-from orchestrators import order_workflow as first_engine
+from orchestrators import first_engine
 from tests.app.conftest import App, order_body
 
 FIRST_ENGINE = {*first_engine.ORCHESTRATORS, *first_engine.ACTIVITIES}

@@ -11,11 +11,11 @@ def test_in_flight_v1_orders_finish_on_v1_after_v2_is_deployed(app: App, loop, t
     app.submit(submission("old-2"))
     app.run_until(lambda: app.agent.asked["ChargePayment"] == 2)
     clock = app.host.clock
-    loop.run_until_complete(app.host.stop())
+    app.stop()
 
     # The new deployment: same data, v2 the default for new orders.
     deployed = start_app(loop, tmp_path, monkeypatch, clock=clock, settings={"SAS_WORKFLOW_VERSION": "v2"})
-    app.host = deployed.host  # the fixture stops whichever host it holds
+    app.succeeded_by(deployed)
     deployed.submit(submission("new-1"))
     deployed.run_until_terminal("old-1", "old-2", "new-1")
     for order_id in ("old-1", "old-2"):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrators import order_workflow as first_engine
+from orchestrators import first_engine
 from tools.deploy_package import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_devhost_refuses_an_app_the_worker_refuses_naming_the_annotation(
     shutil.copytree(package, app)
     source = (app / "function_app.py").read_text()
     refused = source.replace(
-        "def read_order(payload: contracts.AttemptInput)", "def read_order(payload: dict[str, Any])"
+        "def read_order(payload: contracts.JsonObject)", "def read_order(payload: dict[str, Any])"
     )
     assert refused != source
     (app / "function_app.py").write_text("from typing import Any\n" + refused)

@@ -13,10 +13,10 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
-from adapters import cosmos_recovery_index
-from adapters.cosmos_recovery_index import CosmosRecoveryIndex
-from adapters.cosmos_state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
-from adapters.sql_orders import (
+from adapters.cosmos import recovery_index as cosmos_recovery_index
+from adapters.cosmos.recovery_index import CosmosRecoveryIndex
+from adapters.cosmos.state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
+from adapters.sql.orders import (
     POSTGRESQL,
     POSTGRESQL_SCHEMA,
     SQLITE_ODBC,
@@ -25,10 +25,10 @@ from adapters.sql_orders import (
     pyodbc_orders_repository,
     sqlite_orders_repository,
 )
-from adapters.sqlite_compensation_log import SqliteCompensationLog
-from adapters.sqlite_recovery_index import SqliteRecoveryIndex
-from adapters.sqlite_state_store import SqliteStateStore
-from adapters.table_compensation_log import TABLE, TableCompensationLog
+from adapters.sqlite.compensation_log import SqliteCompensationLog
+from adapters.sqlite.recovery_index import SqliteRecoveryIndex
+from adapters.sqlite.state_store import SqliteStateStore
+from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from domain.ports import CompensationLog, OrdersRepository, RecoveryIndex, StateStore
 from services.indexed_state_store import IndexedStateStore
 from tests.emulators import new_postgres_database

@@ -4,8 +4,9 @@ from datetime import timedelta
 
 import pytest
 
+from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import IllegalTransition, RecordNotFound
-from domain.ports import CompensationEntry, CompensationLog, CompensationOutcome
+from domain.ports import CompensationLog
 from tests.conftest import T0
 
 

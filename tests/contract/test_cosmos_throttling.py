@@ -14,7 +14,7 @@ from azure.core.pipeline.transport import HttpRequest, RequestsTransport, Reques
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from adapters import azure_stores
+from adapters import azure_profile
 from services.settings import Settings, SettingsError
 from tests.conftest import T0
 from tests.contract.test_state_store_contract import pending
@@ -75,7 +75,7 @@ def settings(cosmos_client: CosmosClient, cosmos_connection: str) -> Settings:
 
 def test_a_throttled_write_is_retried_after_the_servers_retry_after(settings: Settings) -> None:
     transport = ThrottlingTransport(throttle=2, retry_after_ms=200)
-    store = azure_stores.cosmos_state_store(settings, transport=transport)
+    store = azure_profile.cosmos_state_store(settings, transport=transport)
     started = time.monotonic()
     created = store.create_if_absent(pending("o-1", T0))
     assert created.created
@@ -87,7 +87,7 @@ def test_a_throttled_write_is_retried_after_the_servers_retry_after(settings: Se
 
 def test_throttling_beyond_the_retry_count_fails_the_call_and_writes_nothing(settings: Settings) -> None:
     transport = ThrottlingTransport(throttle=100, retry_after_ms=10)
-    store = azure_stores.cosmos_state_store(settings, transport=transport)
+    store = azure_profile.cosmos_state_store(settings, transport=transport)
     with pytest.raises(CosmosHttpResponseError) as raised:
         store.create_if_absent(pending("o-1", T0))
     assert raised.value.status_code == 429
@@ -99,7 +99,7 @@ def test_throttling_stops_at_the_max_wait_well_inside_a_step(settings: Settings)
     """The server asks for 1.5 s each time. The SDK starts no new wait once the total reaches the
     maximum (2 s): it waits 1.5 s, then 1.5 s more, then gives up — before its retry count (3)."""
     transport = ThrottlingTransport(throttle=100, retry_after_ms=1500)
-    store = azure_stores.cosmos_state_store(settings, transport=transport)
+    store = azure_profile.cosmos_state_store(settings, transport=transport)
     started = time.monotonic()
     with pytest.raises(CosmosHttpResponseError):
         store.create_if_absent(pending("o-2", T0))

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import ManualClock
-from adapters.sqlite_recovery_index import SqliteRecoveryIndex
-from adapters.sqlite_state_store import SqliteStateStore
+from adapters.sqlite.recovery_index import SqliteRecoveryIndex
+from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
 from domain.errors import PreconditionFailed
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
-from domain.ports import BucketSizeMismatch, IndexEntry, recovery_bucket
+from domain.recovery_index import BucketSizeMismatch, IndexEntry, recovery_bucket
 from services.indexed_state_store import IndexedStateStore
 from services.supervise import supervise
 from tests.conftest import T0

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from adapters.blob_lease import BlobLeaderLease
 from adapters.clock import ManualClock
-from adapters.sqlite_lease import SqliteLeaderLease
+from adapters.sqlite.lease import SqliteLeaderLease
+from adapters.storage.lease import BlobLeaderLease
 from domain.ports import LeaderLease
 from tests.conftest import T0
 from tests.emulators import AZURITE_KEY

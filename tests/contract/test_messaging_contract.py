@@ -1,4 +1,4 @@
-"""One contract for messaging, two implementations: devhost's local Service Bus (embedded profile)
+"""One contract for messaging, two implementations: the local Service Bus (embedded profile)
 and Service Bus through azure-servicebus, here against the AMQP test broker.
 
 Each side is what the app really uses: the app's ``MessageSender``/``MessageSettlement`` adapter,
@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from adapters.local_messaging import LocalMessaging
-from adapters.servicebus_messaging import ServiceBusMessaging, client_from_connection
+from adapters.servicebus.azure import ServiceBusMessaging, servicebus_client
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.local_messaging import LocalMessaging
+from adapters.servicebus.messages import MessageLockLost, QueueConfig
 from devhost.host import TriggerBus
-from devhost.servicebus import LocalServiceBus, MessageLockLost, QueueConfig
-from devhost.servicebus_broker import BrokerServiceBus, broker_client
+from devhost.servicebus_broker import BrokerServiceBus
 
 MAX_DELIVERIES = 3
 QUEUES = [f"work-{n}" for n in range(20)]  # one per test: a test never sees another's messages
@@ -74,8 +75,9 @@ def broker_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Iterator[R
     from testing.amqp_broker.server import start_broker  # noqa: PLC0415 - needs qpid-proton
 
     with start_broker(_emulator_config(tmp_path_factory.mktemp("broker") / "Config.json")) as broker:
-        sb = ServiceBusMessaging(client_from_connection(broker.connection_string, None, None))
-        bus = BrokerServiceBus(broker_client(broker.connection_string), [_queue_config(q) for q in QUEUES])
+        sb = ServiceBusMessaging(servicebus_client(broker.connection_string))
+        queues = [_queue_config(q) for q in QUEUES]
+        bus = BrokerServiceBus(servicebus_client(broker.connection_string), queues)
         yield (Rig(sb, bus, queue) for queue in QUEUES)
         bus.close()
         sb.close()

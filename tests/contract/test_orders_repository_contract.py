@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from domain.errors import RecordNotFound
-from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository, status_version
+from domain.order_status import status_version
+from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository
 from tests.conftest import T0
 
 

@@ -18,8 +18,8 @@ import pyodbc
 import pytest
 from tenacity import Retrying, stop_after_delay, wait_fixed
 
-from adapters.azure_stores import MissingSetting, azure_sql_connection_string, sql_orders_repository
-from adapters.sql_orders import (
+from adapters.azure_profile import MissingSetting, azure_sql_connection_string, sql_orders_repository
+from adapters.sql.orders import (
     POSTGRESQL,
     POSTGRESQL_SCHEMA,
     SQLITE,

@@ -2,7 +2,8 @@
 
 from datetime import timedelta
 
-from domain.ports import IndexEntry, RecoveryIndex, recovery_bucket
+from domain.ports import RecoveryIndex
+from domain.recovery_index import IndexEntry, recovery_bucket
 from tests.conftest import T0
 
 BUCKET = timedelta(minutes=5)

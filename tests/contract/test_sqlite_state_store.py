@@ -5,7 +5,7 @@ import multiprocessing
 from datetime import timedelta
 from pathlib import Path
 
-from adapters.sqlite_state_store import SqliteStateStore
+from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
 from domain.errors import PreconditionFailed
 from domain.policy import SchedulerPolicy

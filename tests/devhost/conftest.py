@@ -77,7 +77,7 @@ def make_sample(
     output = tmp_path / "out.jsonl"
     monkeypatch.setenv("SAMPLE_OUTPUT", str(output))
     # Set per test: the host exports it to the process environment for the app to read.
-    monkeypatch.setenv("DEVHOST_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
+    monkeypatch.setenv("LOCAL_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
     host = Host(
         SAMPLE_APP,
         clock=clock or VirtualClock(),

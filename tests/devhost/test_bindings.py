@@ -10,9 +10,9 @@ from azure.functions.servicebus import ServiceBusMessageInConverter
 from azure.functions.timer import TimerRequestConverter
 from azure_functions_runtime.bindings.datumdef import Datum
 
+from adapters.servicebus.messages import ReceivedMessage
 from devhost import bindings
 from devhost.protocol import function_rpc_pb2 as rpc
-from devhost.servicebus import ReceivedMessage
 
 ENQUEUED = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
 

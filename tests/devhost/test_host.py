@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.servicebus.local_bus import LocalServiceBus
 from devhost import bindings
 from devhost.clock import VirtualClock
-from devhost.durable import EventType, context_fields, orchestration_context, split_orchestrator_error
+from devhost.durable_wire import EventType, context_fields, orchestration_context, split_orchestrator_error
 from devhost.host import Host
 from devhost.indexing import IndexingError
-from devhost.servicebus import LocalServiceBus
 from devhost.settings import SettingsError
 from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
 
@@ -138,16 +138,16 @@ import json
 import os
 from datetime import timedelta
 
-from devhost.clock import current_clock
-from devhost.servicebus import LocalServiceBus
+from adapters.clock import host_clock
+from adapters.servicebus.local_bus import LocalServiceBus
 
 
 @app.service_bus_queue_trigger(arg_name="msg", queue_name="work", connection="ServiceBusConnection")
 def settle(msg: func.ServiceBusMessage) -> None:
     action = json.loads(msg.get_body())["action"]
-    clock = current_clock()
+    clock = host_clock()
     if action.startswith("dead-letter"):  # what the app's settlement port does with a message it rejects
-        with LocalServiceBus(os.environ["DEVHOST_SERVICEBUS_PATH"], clock=clock.now) as bus:
+        with LocalServiceBus(os.environ["LOCAL_SERVICEBUS_PATH"], clock=clock.now) as bus:
             bus.dead_letter_by_lock_token("work", msg.lock_token, "Rejected", "the function said no")
     elif action == "outlive-lock" and msg.delivery_count == 1:
         clock.advance(timedelta(minutes=1))  # past the queue's 30 s lock, as a hung call would
@@ -164,7 +164,7 @@ def settling_host(
     monkeypatch.setenv("ServiceBusConnection", "local")
     monkeypatch.setenv("DEVHOST_SERVICEBUS_CONFIG", str(SAMPLE_APP / "servicebus" / "Config.json"))
     # The host exports it to the process environment, where the function reads it.
-    monkeypatch.setenv("DEVHOST_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
+    monkeypatch.setenv("LOCAL_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
     host = Host(app_dir, data_dir=tmp_path / "data", port=0, env=os.environ, clock=VirtualClock())
     loop.run_until_complete(host.start())
     yield host

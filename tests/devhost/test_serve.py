@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import ReceivedMessage
 from devhost.clock import SystemClock
-from devhost.servicebus import LocalServiceBus, ReceivedMessage
 from tests.devhost.conftest import Sample, make_sample
 
 AN_HOUR = 3600.0

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from devhost.servicebus import (
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     NOT_LOCKED,
-    LocalServiceBus,
     MessageLockLost,
     QueueConfig,
     QueueNotFound,

@@ -2,7 +2,7 @@
 two agent worker processes and the simulator, against the Cosmos DB API server, the AMQP test
 broker (through azure-servicebus), PostgreSQL over ODBC and Azurite (Tables, Blob leases).
 
-Nothing here is devhost's local bus or SQLite: every message and every record goes through the
+Nothing here is the local bus or SQLite: every message and every record goes through the
 adapters the azure profile deploys.
 """
 
@@ -15,9 +15,9 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
-from adapters.servicebus_messaging import ServiceBusMessaging
-from adapters.sql_orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
-from adapters.table_compensation_log import TABLE
+from adapters.servicebus.azure import ServiceBusMessaging
+from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
+from adapters.storage.compensation_log import TABLE
 from demo.stack import Stack, wait_for
 from domain.states import ProcessState
 from tests.app.conftest import submission

@@ -26,12 +26,13 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosClientTimeoutError
 from urllib3.exceptions import NewConnectionError
 
-from adapters.azure_stores import cosmos_container, pooled_transport
+from adapters.azure_profile import cosmos_container, pooled_transport
 from adapters.clock import ManualClock
 from services.settings import Settings
 from testing.fault_proxy import FaultProxy, Mode
+from testing.ports import free_port
 from tests.conftest import T0
-from tests.emulators import EMULATOR_KEY, _free_port, cosmos_server, new_postgres_database
+from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
 # --- the proxy itself, against an echo server ---
 
@@ -209,7 +210,7 @@ def test_a_schedule_that_fails_is_reported_and_the_connection_reset(echo: tuple[
 
 
 def test_a_target_that_refuses_gets_the_client_reset() -> None:
-    with FaultProxy(("127.0.0.1", _free_port())) as proxy:
+    with FaultProxy(("127.0.0.1", free_port())) as proxy:
         with pytest.raises(ConnectionResetError), _connect(proxy) as client:
             client.recv(10)
         assert proxy.stats().forwarded == 0
@@ -358,7 +359,7 @@ def _client(connection: str, **options: Any) -> CosmosClient:
 def cosmos_proxy() -> Iterator[tuple[FaultProxy, str]]:
     """A Cosmos DB API server whose account advertises the proxy in front of it; yields the proxy
     and a connection string through it, with the container ``faults`` created."""
-    server_port = _free_port()
+    server_port = free_port()
     with FaultProxy(("127.0.0.1", server_port)) as proxy, cosmos_server(server_port, proxy.port):
         connection = f"AccountEndpoint={proxy.url()}/;AccountKey={EMULATOR_KEY};"
         _client(connection).create_database_if_not_exists("sas").create_container_if_not_exists(
@@ -376,7 +377,7 @@ def cosmos(cosmos_proxy: tuple[FaultProxy, str]) -> Iterator[tuple[FaultProxy, s
 
 
 def _container(connection: str, **options: Any) -> ContainerProxy:
-    """The container as the app builds it (adapters.azure_stores.cosmos_container), after one read
+    """The container as the app builds it (adapters.azure_profile.cosmos_container), after one read
     so the SDK has its account, container and a pooled connection."""
     settings = Settings(profile="emulators", cosmos_connection=connection)
     container, _ = cosmos_container(settings, CONTAINER, **options)

@@ -30,7 +30,7 @@ CHECKED = [
     "function_app.py",
     "services/settings.py",
     "agent_worker/settings.py",
-    "adapters/cosmos_state_store.py",
+    "adapters/cosmos/state_store.py",
     "servicebus/Config.json",
     "local.settings.sample.json",
     "pyproject.toml",

@@ -79,7 +79,8 @@ def waiting_for_reserve() -> History:
     return history
 
 
-def replay(history: History) -> dict[str, Any]:
+def replay(history: History, run: Any = None) -> dict[str, Any]:
+    """Replay ``history`` through ``run`` (by default this module's orchestrator)."""
     context = {
         "history": history.events,
         "instanceId": INSTANCE,
@@ -89,7 +90,7 @@ def replay(history: History) -> dict[str, Any]:
         "upperSchemaVersion": 2,
         "upperSchemaVersionNew": 3,
     }
-    handle = df.Orchestrator(orchestrator).handle
+    handle = df.Orchestrator(run or orchestrator).handle
     state: dict[str, Any] = json.loads(handle(DurableOrchestrationContext.from_json(json.dumps(context))))
     return state
 

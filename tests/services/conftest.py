@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sql_orders import SqlOrdersRepository, sqlite_orders_repository
-from adapters.sqlite_state_store import SqliteStateStore
+from adapters.sql.orders import SqlOrdersRepository, sqlite_orders_repository
+from adapters.sqlite.state_store import SqliteStateStore
 
 
 @dataclass

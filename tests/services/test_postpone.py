@@ -12,8 +12,9 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.factory import build_ports
-from adapters.local_messaging import LocalMessaging
-from devhost.servicebus import LocalServiceBus, QueueConfig, ReceivedMessage
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.local_messaging import LocalMessaging
+from adapters.servicebus.messages import QueueConfig, ReceivedMessage
 from domain.errors import DependencyUnavailable
 from services.context import Ports
 from services.intake import FIRST_MESSAGE_ID, POSTPONED, Delivery, postpone
@@ -40,12 +41,12 @@ def bus(tmp_path: Path, clock: ManualClock) -> Iterator[LocalServiceBus]:
 def ports_for(tmp_path: Path, clock: ManualClock, **settings: str) -> Ports:
     env = {
         "SAS_DATA_DIR": str(tmp_path / "data"),
-        "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
+        "LOCAL_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
         **{f"SAS_{key.upper()}": value for key, value in settings.items()},
     }
-    built = build_ports(Settings.from_env(env))
+    built = build_ports(Settings.from_env(env), clock)
     messaging = LocalMessaging(tmp_path / "sb.db", clock.now)
-    return dataclasses.replace(built, clock=clock, sender=messaging, settlement=messaging)
+    return dataclasses.replace(built, sender=messaging, settlement=messaging)
 
 
 def deliver(bus: LocalServiceBus) -> Delivery:
@@ -113,8 +114,9 @@ def test_an_outage_reaches_the_operators_queue_once(
 ) -> None:
     ports = build_ports(
         Settings.from_env(
-            {"SAS_DATA_DIR": str(tmp_path / "data"), "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db")}
-        )
+            {"SAS_DATA_DIR": str(tmp_path / "data"), "LOCAL_SERVICEBUS_PATH": str(tmp_path / "sb.db")}
+        ),
+        clock,
     )
     assert ports.outages is not None
     for _ in range(3):  # three calls gave up during one outage

@@ -12,7 +12,8 @@ import pytest
 
 from adapters.clock import ManualClock
 from adapters.factory import build_ports
-from devhost.servicebus import LocalServiceBus, QueueConfig
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import QueueConfig
 from domain import transitions
 from domain.ports import MessageSender
 from domain.states import ProcessState
@@ -38,14 +39,13 @@ def ports(tmp_path: Path) -> Iterator[Ports]:
     settings = Settings.from_env(
         {
             "SAS_DATA_DIR": str(tmp_path / "data"),
-            "DEVHOST_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
+            "LOCAL_SERVICEBUS_PATH": str(tmp_path / "sb.db"),
             "SAS_QUICK_RETRIES": "0",
             "SAS_EXTENDED_RETRIES": "0",  # the first expiry gives up
             "SAS_SUBMITTERS": "app-a=11111111-1111-1111-1111-111111111111",
         }
     )
-    built = build_ports(settings)
-    yield dataclasses.replace(built, clock=ManualClock(T0))
+    yield build_ports(settings, ManualClock(T0))
     bus.close()
 
 

@@ -4,7 +4,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from simulator.__main__ import main
 from simulator.app import SIMULATOR, create_app
 from simulator.ledger import Ledger
 from simulator.profile import FaultProfile, load_profile
+from testing.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -403,13 +403,6 @@ def test_cli_rejects_a_bad_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert "lost_response_rate" in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _request(url: str, *, body: object = None, headers: dict[str, str] | None = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
@@ -420,7 +413,7 @@ def _request(url: str, *, body: object = None, headers: dict[str, str] | None = 
 
 
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         [sys.executable, "-m", "simulator", "--port", str(port), "--ledger", str(tmp_path / "cli.db")],

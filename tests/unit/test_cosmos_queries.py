@@ -13,7 +13,7 @@ feature used to be classified:
   ``NOT_IN_TABLE`` with what is known of it, so a new one fails until someone reviews it;
 - and never *known broken*: an open report in the emulator's issue tracker shows it failing.
 
-A new query (``adapters/cosmos_queries.py``), a query written inline in an adapter, a new SDK
+A new query (``adapters/cosmos/queries.py``), a query written inline in an adapter, a new SDK
 call, keyword argument or caught Cosmos error each change what is derived here and fail until the
 tables below classify them.
 """
@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 
-from adapters import cosmos_queries
-from adapters.cosmos_recovery_index import CosmosRecoveryIndex
-from adapters.cosmos_state_store import CosmosStateStore
+from adapters.cosmos import queries as cosmos_queries
+from adapters.cosmos.recovery_index import CosmosRecoveryIndex
+from adapters.cosmos.state_store import CosmosStateStore
 from domain.states import LOCKED_STATES, ProcessState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,7 +250,7 @@ NOT_IN_TABLE = frozenset(
 
 # --- What each query text uses ------------------------------------------------------------------
 
-# Every public text of adapters/cosmos_queries.py; count_in_states at the largest arity the app
+# Every public text of adapters/cosmos/queries.py; count_in_states at the largest arity the app
 # uses (LOCKED_STATES: Processing, Compensating).
 QUERY_TEXTS: dict[str, str] = {
     "EXPIRED": cosmos_queries.EXPIRED,
@@ -393,9 +393,9 @@ COSMOS_ERRORS: dict[str, str] = {
 
 # Where Cosmos DB is called from: whole modules, or the named functions of a module.
 SCANNED: dict[str, frozenset[str] | None] = {
-    "adapters/cosmos_state_store.py": None,
-    "adapters/cosmos_recovery_index.py": None,
-    "adapters/azure_stores.py": frozenset(
+    "adapters/cosmos/state_store.py": None,
+    "adapters/cosmos/recovery_index.py": None,
+    "adapters/azure_profile.py": frozenset(
         {"cosmos_container", "cosmos_state_store", "cosmos_recovery_index"}
     ),
     "services/indexed_state_store.py": None,
@@ -430,9 +430,9 @@ OPERATIONS: dict[str, frozenset[str]] = {
     "cosmos_recovery_index:CosmosRecoveryIndex.cursor": _CURSOR_READ,
     "cosmos_recovery_index:CosmosRecoveryIndex.advance_cursor": _CURSOR_READ
     | {CREATE, CONFLICT, REPLACE, IF_MATCH},
-    "azure_stores:cosmos_container": frozenset({GATEWAY}),
-    "azure_stores:cosmos_state_store": frozenset({GATEWAY}),
-    "azure_stores:cosmos_recovery_index": frozenset({GATEWAY}),
+    "azure_profile:cosmos_container": frozenset({GATEWAY}),
+    "azure_profile:cosmos_state_store": frozenset({GATEWAY}),
+    "azure_profile:cosmos_recovery_index": frozenset({GATEWAY}),
     "init_emulators:create_cosmos": frozenset({GATEWAY, CREATE_DATABASE, CREATE_CONTAINER, INDEX_POLICY}),
 }
 
@@ -453,10 +453,10 @@ class _Function:
 
 
 def _query_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local names bound to adapters.cosmos_queries' texts: ``_EXPIRED`` -> ``EXPIRED``."""
+    """Local names bound to adapters.cosmos.queries' texts: ``_EXPIRED`` -> ``EXPIRED``."""
     aliases: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "adapters.cosmos_queries":
+        if isinstance(node, ast.ImportFrom) and node.module == "adapters.cosmos.queries":
             aliases |= {alias.asname or alias.name: alias.name for alias in node.names}
     return aliases
 
@@ -524,7 +524,9 @@ def derived_operations() -> dict[str, frozenset[str]]:
                     features |= closure(target, seen | {target})
             return features
 
-        module = Path(relative).stem
+        # adapters/cosmos/state_store.py -> cosmos_state_store: the backend and the module.
+        path = Path(relative).with_suffix("")
+        module = "_".join(path.parts[1:]) if path.parts[0] == "adapters" else path.stem
         for name in functions:
             if features := closure(name, frozenset({name})):
                 operations[f"{module}:{name}"] = frozenset(features)
@@ -542,7 +544,7 @@ def test_every_row_named_is_a_row_of_the_published_table() -> None:
 
 def test_every_query_text_lives_in_cosmos_queries() -> None:
     """No query is written inline in a module that talks to Cosmos DB: each is one of
-    adapters/cosmos_queries.py's texts, which the tables classify."""
+    adapters/cosmos/queries.py's texts, which the tables classify."""
     for relative in SCANNED:
         tree = ast.parse((ROOT / relative).read_text())
         for node in ast.walk(tree):

@@ -6,7 +6,13 @@ from datetime import timedelta
 import pytest
 
 from domain.errors import InvalidOrderId
-from domain.ids import idempotency_key, instance_id, request_message_id, validate_order_id
+from domain.ids import (
+    idempotency_key,
+    instance_id,
+    parse_instance_id,
+    request_message_id,
+    validate_order_id,
+)
 from domain.messages import (
     MAX_MESSAGE_BYTES,
     AgentReply,
@@ -75,12 +81,21 @@ def test_an_agent_reply_has_an_error_exactly_when_it_failed() -> None:
         parse_message(AgentReply, json.dumps({**ok, "Error": "boom"}))
 
 
+@pytest.mark.parametrize("instance", ["o1", "o-1-x", "-1", "o-1-"])
+def test_an_agent_reply_for_no_attempt_is_refused_with_a_reason(instance: str) -> None:
+    # The reply listener reads the order from the instance ID: one it cannot read is dead-lettered.
+    reply = {"RequestID": "r", "InstanceID": instance, "Step": "Reserve", "Outcome": "ok"}
+    with pytest.raises(InvalidMessage, match="InstanceID"):
+        parse_message(AgentReply, json.dumps(reply))
+
+
 def test_identifiers_derived_from_the_order_id() -> None:
     assert validate_order_id("Order_42-a") == "Order_42-a"
     for bad in ("", "-lead", "a:b", "a#b", "a\nb", "ü"):
         with pytest.raises(InvalidOrderId):
             validate_order_id(bad)
     assert instance_id("o-1", 3) == "o-1-3"
+    assert parse_instance_id("o-1-3") == ("o-1", 3)
     assert idempotency_key("o-1", "Charge") == "o-1:Charge"
     assert request_message_id("o-1-3", "Charge") == "o-1-3:Charge"
 

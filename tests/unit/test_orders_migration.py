@@ -3,8 +3,8 @@
 import sqlite3
 from pathlib import Path
 
-from adapters.sql_orders import SQLITE_SCHEMA, sqlite_orders_repository
-from domain.ports import status_version
+from adapters.sql.orders import SQLITE_SCHEMA, sqlite_orders_repository
+from domain.order_status import status_version
 from tests.conftest import T0
 
 

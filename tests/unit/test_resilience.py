@@ -16,7 +16,7 @@ from azure.servicebus.exceptions import (
 
 from adapters.clock import ManualClock
 from adapters.resilience import RetryPolicy, guard, is_transient
-from adapters.sql_pool import ConnectionPool
+from adapters.sql.pool import ConnectionPool
 from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.policy import Postponement
 from services.outages import OutageMonitor

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.clock import SystemClock
 from adapters.factory import build_ports
 from services.settings import Settings, SettingsError
 from tests.records import pending
@@ -18,7 +19,7 @@ def test_the_sample_local_settings_are_valid_and_build_the_embedded_ports(tmp_pa
     settings = Settings.from_env({**values, "SAS_DATA_DIR": str(tmp_path)})
     assert settings.submitters.status_queues == ("status-app-a", "status-app-b")
     assert settings.scheduler_policy.recovery.cooldown == timedelta(minutes=5)
-    ports = build_ports(settings)
+    ports = build_ports(settings, SystemClock())
     ports.states.create_if_absent(pending("o-1", ports.clock.now()))
     assert (tmp_path / "state.db").exists()
 

@@ -4,7 +4,7 @@
   and every literal ``queue_name=``.
 - ``services/settings.py`` ``Settings`` and ``agent_worker/settings.py`` ``AgentSettings``: each
   field's alias and default (``Field(default, alias="NAME")``).
-- ``adapters/cosmos_state_store.py``: the module constants ``CONTAINER`` and ``PARTITION_KEY_PATH``.
+- ``adapters/cosmos/state_store.py``: the module constants ``CONTAINER`` and ``PARTITION_KEY_PATH``.
 - the Python the project targets: the minimum of ``pyproject.toml`` ``[project] requires-python``,
   and the ``FROM python:X.Y`` images of ``agent_worker/Dockerfile``.
 """
@@ -21,7 +21,7 @@ PLACEHOLDER = re.compile(r"%([A-Za-z0-9_]+)%")
 FUNCTION_APP = "function_app.py"
 SETTINGS = ("services/settings.py", "Settings")
 AGENT_SETTINGS = ("agent_worker/settings.py", "AgentSettings")
-COSMOS_ADAPTER = "adapters/cosmos_state_store.py"
+COSMOS_ADAPTER = "adapters/cosmos/state_store.py"
 PYPROJECT = "pyproject.toml"
 AGENT_DOCKERFILE = "agent_worker/Dockerfile"
 

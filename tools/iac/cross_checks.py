@@ -1,7 +1,7 @@
 """Cross-checks between the code and its deployments: settings, queues, Cosmos DB container.
 
 What the code needs is read from the code (``code_facts``); the rule for which settings are
-required is in the module docstring of ``policy`` and in README.md.
+required is in the module docstring of ``policy`` and in tools/iac/README.md.
 """
 
 import json

@@ -30,12 +30,8 @@ ALLOWED_ROLES: dict[str, str] = {
 AZURE = "azure"
 LOCAL = "local"
 OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
-    "SAS_CLOCK": (
-        frozenset({AZURE, LOCAL}),
-        "devhost's virtual clock; the default, 'system', is right elsewhere",
-    ),
     "SAS_DATA_DIR": (frozenset({AZURE, LOCAL}), "the embedded profile's SQLite files"),
-    "DEVHOST_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "devhost's local Service Bus file"),
+    "LOCAL_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "the local Service Bus file"),
     "AZURE_CLIENT_ID": (frozenset({LOCAL}), "a managed identity's client ID exists only in Azure"),
     "WEBSITE_AUTH_ENABLED": (
         frozenset({AZURE, LOCAL}),

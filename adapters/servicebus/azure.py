@@ -6,17 +6,16 @@ Function App's managed identity (``ServiceBusConnection__fullyQualifiedNamespace
 connection string is for local brokers only.
 
 Dead-lettering the message a trigger is processing (``MessageSettlement``) must happen on the
-link that received it, which the Functions host owns, not the app. Under devhost the host is
-in-process and settles it by lock token. In Azure, settling from Python needs the SDK-type
-Service Bus binding, still in beta; until it is adopted ``dead_letter`` raises
-``SettlementUnavailable``: the function fails, the broker redelivers, and after
+link that received it, which the Functions host owns, not the app. A host in the same process
+(devhost on a broker) registers what it holds in ``HELD``, and the app settles through it. In
+Azure, settling from Python needs the SDK-type Service Bus binding, still in beta; until it is
+adopted ``dead_letter`` raises ``SettlementUnavailable``: the function fails, the broker redelivers, and after
 ``MaxDeliveryCount`` moves the message to the dead-letter queue itself — the operator alert
-raised before the attempt carries the reason (README "Known limitations").
+raised before the attempt carries the reason (docs/operating.md, "Known limitations").
 """
 
 import contextlib
 import threading
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,79 +23,72 @@ from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
+    ServiceBusReceiver,
     ServiceBusSender,
     ServiceBusSubQueue,
 )
-from azure.servicebus.amqp import AmqpMessageBodyType
 from azure.servicebus.exceptions import ServiceBusError
 
-DEAD_LETTER_SUFFIX = "/$deadletterqueue"
+from adapters.servicebus.messages import ReceivedMessage, from_sdk, split_entity
 
 
 class SettlementUnavailable(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class BrokerMessage:
-    """What the operator tools read of a message (the fields devhost's local bus also has)."""
-
-    message_id: str
-    body: bytes
-    correlation_id: str | None
-    content_type: str | None
-    application_properties: dict[str, Any]
-    delivery_count: int
-    enqueued_time: datetime
-    sequence_number: int
-    dead_letter_reason: str | None
-    dead_letter_error_description: str | None
+class _Held:
+    def __init__(
+        self, lock: threading.Lock, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage
+    ):
+        self.lock = lock
+        self.receiver = receiver
+        self.message = message
 
 
-def broker_message(message: ServiceBusReceivedMessage) -> BrokerMessage:
-    return BrokerMessage(
-        message_id=str(message.message_id),
-        body=_message_bytes(message),
-        correlation_id=message.correlation_id,
-        content_type=message.content_type,
-        application_properties=text_properties(message.application_properties),
-        delivery_count=(message.delivery_count or 0) + 1,  # 1 first, as Functions and devhost count
-        enqueued_time=message.enqueued_time_utc or datetime.min,
-        sequence_number=message.sequence_number or 0,
-        dead_letter_reason=message.dead_letter_reason,
-        dead_letter_error_description=message.dead_letter_error_description,
-    )
+class HeldMessages:
+    """Messages a trigger in this process holds, by lock token, with the receiver that holds them.
+
+    Service Bus settles a message only on the link that received it. In Azure the Functions host
+    owns that link; an in-process host (devhost on a broker) registers what it holds here, so
+    ``ServiceBusMessaging.dead_letter`` can settle on the app's behalf, as the SDK-type binding's
+    ``ServiceBusMessageActions`` does.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+        self._guard = threading.Lock()
+
+    def hold(
+        self,
+        lock_token: str,
+        lock: threading.Lock,
+        receiver: ServiceBusReceiver,
+        message: ServiceBusReceivedMessage,
+    ) -> None:
+        with self._guard:
+            self._held[lock_token] = _Held(lock, receiver, message)
+
+    def get(self, lock_token: str) -> _Held | None:
+        with self._guard:
+            return self._held.get(lock_token)
+
+    def release(self, lock_token: str) -> None:
+        with self._guard:
+            self._held.pop(lock_token, None)
+
+    def dead_letter(self, lock_token: str, reason: str, description: str) -> bool:
+        """Dead-letter a held message; False if no trigger in this process holds it."""
+        held = self.get(lock_token)
+        if held is None:
+            return False
+        with held.lock:
+            held.receiver.dead_letter_message(held.message, reason=reason, error_description=description)
+        self.release(lock_token)
+        return True
 
 
-def text_properties(properties: dict[Any, Any] | None) -> dict[str, Any]:
-    """AMQP keys and string values arrive as bytes; the app only ever sets strings."""
-
-    def text(value: Any) -> Any:
-        return value.decode() if isinstance(value, bytes) else value
-
-    return {text(k): text(v) for k, v in (properties or {}).items()}
-
-
-def split_entity(queue: str) -> tuple[str, ServiceBusSubQueue | None]:
-    """``orders/$deadletterqueue`` → (``orders``, DEAD_LETTER), as devhost's local bus names it."""
-    if queue.lower().endswith(DEAD_LETTER_SUFFIX):
-        return queue[: -len(DEAD_LETTER_SUFFIX)], ServiceBusSubQueue.DEAD_LETTER
-    return queue, None
-
-
-def _message_bytes(message: ServiceBusReceivedMessage) -> bytes:
-    body: Any = message.body
-    if message.body_type == AmqpMessageBodyType.DATA:
-        return b"".join(bytes(section) for section in body)
-    return body if isinstance(body, bytes) else str(body or "").encode()
-
-
-def _devhost_dead_letter(lock_token: str, reason: str, description: str) -> bool:
-    try:
-        from devhost.servicebus_broker import dead_letter_in_flight  # noqa: PLC0415 - devhost only
-    except ImportError:
-        return False
-    return dead_letter_in_flight(lock_token, reason, description)
+# One per process, like the host that fills it.
+HELD = HeldMessages()
 
 
 class ServiceBusMessaging:
@@ -137,7 +129,7 @@ class ServiceBusMessaging:
             sender.send_messages(message)
 
     def dead_letter(self, queue: str, lock_token: str, reason: str, description: str) -> None:
-        if _devhost_dead_letter(lock_token, reason, description):
+        if HELD.dead_letter(lock_token, reason, description):
             return
         raise SettlementUnavailable(
             f"cannot dead-letter message {lock_token} of {queue} from the app ({reason}): the host "
@@ -153,10 +145,11 @@ class ServiceBusMessaging:
 
     # --- operator tools: browse queues and dead letters -----------------------------------------
 
-    def peek(self, queue: str, limit: int) -> list[BrokerMessage]:
-        name, sub_queue = split_entity(queue)
+    def peek(self, queue: str, limit: int) -> list[ReceivedMessage]:
+        name, dead_letters = split_entity(queue)
+        sub_queue = ServiceBusSubQueue.DEAD_LETTER if dead_letters else None
         with self.client.get_queue_receiver(name, sub_queue=sub_queue) as receiver:
-            peeked: list[BrokerMessage] = []
+            peeked: list[ReceivedMessage] = []
             while len(peeked) < limit:
                 batch = receiver.peek_messages(
                     max_message_count=min(limit - len(peeked), 100),
@@ -164,7 +157,7 @@ class ServiceBusMessaging:
                 )
                 if not batch:
                     break
-                peeked += [broker_message(m) for m in batch]
+                peeked += [from_sdk(queue, m) for m in batch]
             return peeked
 
     def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
@@ -179,7 +172,7 @@ class ServiceBusMessaging:
                     if message.message_id != message_id:
                         held.append(message)
                         continue
-                    copy = broker_message(message)
+                    copy = from_sdk(queue, message)
                     self.send(
                         queue,
                         copy.body.decode(),
@@ -197,16 +190,22 @@ class ServiceBusMessaging:
                         receiver.abandon_message(other)
 
 
-def client_from_connection(
-    connection: str | None, namespace: str | None, credential: Any, **options: Any
+def servicebus_client(
+    connection: str | None = None, *, namespace: str | None = None, credential: Any = None, **options: Any
 ) -> ServiceBusClient:
-    """A connection string (local brokers and emulators), else the namespace with an identity.
-    ``options``: the client's keyword arguments, e.g. its retry settings."""
-    if connection:
+    """A connection string (local brokers and emulators: it holds ``=``), else a namespace
+    (``connection`` itself, or ``namespace``) reached with ``credential``, by default
+    DefaultAzureCredential. ``options``: the client's keyword arguments, e.g. its retry settings."""
+    if connection and "=" in connection:
         return ServiceBusClient.from_connection_string(connection, **options)
-    if namespace:
-        return ServiceBusClient(namespace, credential, **options)
-    raise ValueError(
-        "Service Bus is not configured: set ServiceBusConnection__fullyQualifiedNamespace "
-        "(Azure, managed identity) or ServiceBusConnection (a local broker's connection string)"
-    )
+    namespace = namespace or connection
+    if not namespace:
+        raise ValueError(
+            "Service Bus is not configured: set ServiceBusConnection__fullyQualifiedNamespace "
+            "(Azure, managed identity) or ServiceBusConnection (a local broker's connection string)"
+        )
+    if credential is None:
+        from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
+
+        credential = DefaultAzureCredential()
+    return ServiceBusClient(namespace, credential, **options)

@@ -7,7 +7,7 @@ expires ``ttl`` after the last acquire, so a dead leader is replaced (R11).
 from datetime import timedelta
 from pathlib import Path
 
-from adapters.sqlite_db import SqliteDatabase
+from adapters.sqlite.db import SqliteDatabase
 from domain.ports import Clock
 from domain.timestamps import format_ts
 

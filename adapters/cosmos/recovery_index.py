@@ -22,10 +22,10 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
-from adapters.cosmos_queries import DUE as _DUE
-from adapters.cosmos_queries import FIRST_BUCKET as _FIRST_BUCKET
-from adapters.cosmos_state_store import first_page
-from domain.ports import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
+from adapters.cosmos.queries import DUE as _DUE
+from adapters.cosmos.queries import FIRST_BUCKET as _FIRST_BUCKET
+from adapters.cosmos.state_store import first_page
+from domain.recovery_index import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
 from domain.timestamps import format_ts, parse_ts
 
 PARTITION_KEY_PATH = "/Bucket"

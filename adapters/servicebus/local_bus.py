@@ -16,26 +16,30 @@ which makes their select-then-update atomic across threads and processes.
 
 import json
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-DEAD_LETTER_SUFFIX = "/$deadletterqueue"
-MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
-BUSY_TIMEOUT_SECONDS = 30.0
-# A peeked message holds no lock; this moment, always in the past, says so without an Optional.
-NOT_LOCKED = datetime.min.replace(tzinfo=UTC)
+from adapters.servicebus.messages import (
+    DEAD_LETTER_SUFFIX,
+    MAX_DELIVERY_COUNT_EXCEEDED,
+    NOT_LOCKED,
+    MessageAlreadySettled,
+    MessageLockLost,
+    QueueConfig,
+    QueueNotFound,
+    ReceivedMessage,
+    split_entity,
+)
+from adapters.sqlite.db import SqliteDatabase
+from domain.timestamps import as_utc, format_ts, parse_optional, parse_ts
 
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _MICROSECOND = timedelta(microseconds=1)
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queues (
     name                TEXT PRIMARY KEY,
@@ -86,100 +90,12 @@ _MESSAGE_COLUMNS = (
 )
 
 
-class MessageLockLost(Exception):
-    """The lock expired, or the lock token is no longer the message's current one."""
-
-
-class MessageAlreadySettled(MessageLockLost):
-    """The message has left the entity it was received from: completed (gone), or moved to the
-    dead-letter queue (by a holder of its lock, such as the function, or by the delivery limit).
-
-    Nothing will be redelivered, unlike a lock that expired on a message still in the entity. A
-    ``MessageLockLost``, so that callers that only care whether the settlement happened need not
-    tell the two apart.
-    """
-
-
-class QueueNotFound(Exception):
-    """The queue was never declared."""
-
-
-@dataclass(frozen=True)
-class QueueConfig:
-    name: str
-    max_delivery_count: int = 10
-    lock_duration: timedelta = timedelta(seconds=30)
-    duplicate_detection_window: timedelta | None = timedelta(minutes=10)
-
-    def __post_init__(self) -> None:
-        # Entity paths are case-insensitive, so the stored name is the lower-case one.
-        object.__setattr__(self, "name", self.name.strip().lower())
-        if not self.name or "$" in self.name:
-            raise ValueError(f"invalid queue name {self.name!r}")
-        if self.max_delivery_count < 1:
-            raise ValueError("max_delivery_count must be at least 1")
-        if self.lock_duration < _MICROSECOND:
-            raise ValueError("lock_duration must be positive")
-        if self.duplicate_detection_window is not None and self.duplicate_detection_window < _MICROSECOND:
-            raise ValueError("duplicate_detection_window must be positive (or None to turn it off)")
-
-
-@dataclass(frozen=True)
-class ReceivedMessage:
-    queue: str
-    sequence_number: int
-    message_id: str
-    body: bytes
-    correlation_id: str | None
-    content_type: str | None
-    subject: str | None
-    reply_to: str | None
-    application_properties: dict[str, Any]
-    delivery_count: int
-    enqueued_time: datetime
-    scheduled_enqueue_time: datetime | None
-    locked_until: datetime
-    lock_token: str
-    dead_letter_reason: str | None
-    dead_letter_error_description: str | None
-
-
-def dead_letter_queue(queue: str) -> str:
-    """The entity path of a queue's dead-letter sub-queue."""
-    return queue.lower() + DEAD_LETTER_SUFFIX
-
-
-def _utc(moment: datetime) -> datetime:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"naive datetime {moment!r}: the local Service Bus works in UTC only")
-    return moment.astimezone(UTC)
-
-
-def format_time(moment: datetime) -> str:
-    return _utc(moment).strftime(_TIME_FORMAT)
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-def _parse_optional(text: str | None) -> datetime | None:
-    return None if text is None else parse_time(text)
-
-
 def _micros(duration: timedelta) -> int:
     return duration // _MICROSECOND
 
 
 def _system_clock() -> datetime:
     return datetime.now(UTC)
-
-
-def _split_entity(path: str) -> tuple[str, bool]:
-    entity = path.strip().lower()
-    if entity.endswith(DEAD_LETTER_SUFFIX):
-        return entity[: -len(DEAD_LETTER_SUFFIX)], True
-    return entity, False
 
 
 def _entity_name(queue: str, dead_lettered: bool) -> str:
@@ -200,8 +116,8 @@ def _message(
         reply_to=row["reply_to"],
         application_properties=json.loads(row["application_properties"]),
         delivery_count=delivery_count,
-        enqueued_time=parse_time(row["enqueued_time"]),
-        scheduled_enqueue_time=_parse_optional(row["scheduled_enqueue_time"]),
+        enqueued_time=parse_ts(row["enqueued_time"]),
+        scheduled_enqueue_time=parse_optional(row["scheduled_enqueue_time"]),
         locked_until=locked_until,
         lock_token=lock_token,
         dead_letter_reason=row["dead_letter_reason"],
@@ -228,50 +144,21 @@ class LocalServiceBus:
         queues: Iterable[QueueConfig] = (),
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        if str(path) == ":memory:":
-            raise ValueError("the local Service Bus needs a file: ':memory:' is private to one connection")
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = SqliteDatabase(path, SCHEMA, rows=True)
+        self.path = self._db.path
         self._clock = clock or _system_clock
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._opened_lock = threading.Lock()
-        # executescript commits on its own; the DDL is IF NOT EXISTS, so racing processes agree.
-        self._connection().executescript(SCHEMA)
         for config in queues:
             self.declare(config)
 
     # -- connections -----------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            # isolation_level=None: no implicit transactions, ``_transaction`` opens them explicitly.
-            # check_same_thread=False only so that ``close`` may close every thread's connection.
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-            )
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            # FULL: a sent or settled message survives a crash of the machine, not only of the process.
-            conn.execute("PRAGMA synchronous=FULL")
-            self._local.conn = conn
-            with self._opened_lock:
-                self._opened.append(conn)
-        return conn
+        return self._db.connection()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         # IMMEDIATE takes the write lock up front: two receivers can never select the same row,
         # and there is no read-to-write upgrade to deadlock on.
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        return self._db.transaction()
 
     def commit_marker(self) -> int:
         """Where this thread's view of the bus stands, for ``wait_for_commit``: take it before
@@ -294,11 +181,7 @@ class LocalServiceBus:
             time.sleep(interval)
 
     def close(self) -> None:
-        with self._opened_lock:
-            for conn in self._opened:
-                conn.close()
-            self._opened.clear()
-        self._local = threading.local()
+        self._db.close()
 
     def __enter__(self) -> Self:
         return self
@@ -311,10 +194,10 @@ class LocalServiceBus:
     # -- helpers ---------------------------------------------------------------------------
 
     def _now(self) -> datetime:
-        return _utc(self._clock())
+        return as_utc(self._clock())
 
     def _entity(self, conn: sqlite3.Connection, path: str) -> tuple[QueueConfig, bool]:
-        name, dead_lettered = _split_entity(path)
+        name, dead_lettered = split_entity(path)
         row = conn.execute("SELECT * FROM queues WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise QueueNotFound(f"queue {name!r} is not declared")
@@ -327,7 +210,7 @@ class LocalServiceBus:
             (message.sequence_number,),
         ).fetchone()
         # Left the entity it was received from: a dead-letter queue's messages never move back.
-        if row is None or bool(row["dead_lettered"]) != _split_entity(message.queue)[1]:
+        if row is None or bool(row["dead_lettered"]) != split_entity(message.queue)[1]:
             where = "is gone" if row is None else "is in the dead-letter queue"
             raise MessageAlreadySettled(
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}"
@@ -338,7 +221,7 @@ class LocalServiceBus:
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
                 " the lock token is no longer current"
             )
-        if row["locked_until"] <= format_time(now):
+        if row["locked_until"] <= format_ts(now):
             raise MessageLockLost(
                 f"message {message.message_id!r} (#{message.sequence_number}) on {message.queue!r}:"
                 f" the lock expired at {row['locked_until']}"
@@ -353,7 +236,7 @@ class LocalServiceBus:
             "UPDATE messages SET dead_lettered = 1, visible_at = ?, locked_until = NULL, lock_token = NULL,"
             " lock_duration_us = NULL, dead_letter_reason = ?, dead_letter_error_description = ?"
             " WHERE sequence_number = ?",
-            (format_time(now), reason, description, sequence_number),
+            (format_ts(now), reason, description, sequence_number),
         )
 
     # -- queues ----------------------------------------------------------------------------
@@ -401,7 +284,7 @@ class LocalServiceBus:
         else:
             raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
         properties = json.dumps(dict(application_properties or {}), separators=(",", ":"))
-        scheduled = None if scheduled_enqueue_time is None else _utc(scheduled_enqueue_time)
+        scheduled = None if scheduled_enqueue_time is None else as_utc(scheduled_enqueue_time)
         message_id = uuid.uuid4().hex if message_id is None else message_id
         with self._transaction() as conn:
             config, dead_lettered = self._entity(conn, queue)
@@ -410,11 +293,11 @@ class LocalServiceBus:
             now = self._now()
             if config.duplicate_detection_window is not None:
                 # The purge is what lets an id back in once its window (from the first send) is over.
-                conn.execute("DELETE FROM duplicates WHERE expires_at <= ?", (format_time(now),))
+                conn.execute("DELETE FROM duplicates WHERE expires_at <= ?", (format_ts(now),))
                 inserted = conn.execute(
                     "INSERT INTO duplicates (queue, message_id, expires_at) VALUES (?, ?, ?)"
                     " ON CONFLICT (queue, message_id) DO NOTHING",
-                    (config.name, message_id, format_time(now + config.duplicate_detection_window)),
+                    (config.name, message_id, format_ts(now + config.duplicate_detection_window)),
                 )
                 if inserted.rowcount == 0:
                     return False
@@ -426,7 +309,7 @@ class LocalServiceBus:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     config.name,
-                    format_time(enqueued),
+                    format_ts(enqueued),
                     message_id,
                     data,
                     correlation_id,
@@ -434,8 +317,8 @@ class LocalServiceBus:
                     subject,
                     reply_to,
                     properties,
-                    format_time(enqueued),
-                    None if scheduled is None else format_time(scheduled),
+                    format_ts(enqueued),
+                    None if scheduled is None else format_ts(scheduled),
                 ),
             )
         return True
@@ -463,7 +346,7 @@ class LocalServiceBus:
                     f"SELECT {_MESSAGE_COLUMNS} FROM messages"
                     " WHERE queue = ? AND dead_lettered = ? AND visible_at <= ?"
                     " ORDER BY sequence_number LIMIT ?",
-                    (config.name, int(dead_lettered), format_time(now), max_messages - len(received)),
+                    (config.name, int(dead_lettered), format_ts(now), max_messages - len(received)),
                 ).fetchall()
                 if not rows:
                     break
@@ -483,8 +366,8 @@ class LocalServiceBus:
                         " locked_until = ?, visible_at = ?, lock_duration_us = ? WHERE sequence_number = ?",
                         (
                             token,
-                            format_time(locked_until),
-                            format_time(locked_until),
+                            format_ts(locked_until),
+                            format_ts(locked_until),
                             _micros(duration),
                             row["sequence_number"],
                         ),
@@ -523,7 +406,7 @@ class LocalServiceBus:
             conn.execute(
                 "UPDATE messages SET visible_at = ?, locked_until = NULL, lock_token = NULL,"
                 " lock_duration_us = NULL WHERE sequence_number = ?",
-                (format_time(now), message.sequence_number),
+                (format_ts(now), message.sequence_number),
             )
 
     def dead_letter(self, message: ReceivedMessage, reason: str, description: str | None = None) -> None:
@@ -544,13 +427,13 @@ class LocalServiceBus:
         """
         with self._transaction() as conn:
             now = self._now()
-            name, _ = _split_entity(queue)
+            name, _ = split_entity(queue)
             row = conn.execute(
                 "SELECT sequence_number, locked_until FROM messages"
                 " WHERE queue = ? AND lock_token = ? AND dead_lettered = 0",
                 (name, lock_token),
             ).fetchone()
-            if row is None or row["locked_until"] <= format_time(now):
+            if row is None or row["locked_until"] <= format_ts(now):
                 raise MessageLockLost(f"no message on {queue!r} holds a live lock {lock_token!r}")
             self._move_to_dead_letter(conn, row["sequence_number"], reason, description, now)
 
@@ -562,7 +445,7 @@ class LocalServiceBus:
             locked_until = now + timedelta(microseconds=row["lock_duration_us"])
             conn.execute(
                 "UPDATE messages SET locked_until = ?, visible_at = ? WHERE sequence_number = ?",
-                (format_time(locked_until), format_time(locked_until), message.sequence_number),
+                (format_ts(locked_until), format_ts(locked_until), message.sequence_number),
             )
         return locked_until
 
@@ -579,7 +462,7 @@ class LocalServiceBus:
             raise ValueError("max_messages must be at least 1")
         conn = self._connection()
         config, dead_lettered = self._entity(conn, queue)
-        now = format_time(self._now())
+        now = format_ts(self._now())
         rows = conn.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue = ? AND dead_lettered = ?"
             " ORDER BY sequence_number LIMIT ?",
@@ -590,7 +473,7 @@ class LocalServiceBus:
                 row,
                 delivery_count=row["delivery_count"],
                 lock_token="",
-                locked_until=parse_time(row["locked_until"])
+                locked_until=parse_ts(row["locked_until"])
                 if row["locked_until"] is not None and row["locked_until"] > now
                 else NOT_LOCKED,
             )
@@ -613,7 +496,7 @@ class LocalServiceBus:
             " COALESCE(SUM(dead_lettered = 0 AND locked_until > :now), 0) AS locked,"
             " COALESCE(SUM(dead_lettered = 1), 0) AS dead_letter"
             " FROM messages WHERE queue = :queue",
-            {"now": format_time(self._now()), "queue": config.name},
+            {"now": format_ts(self._now()), "queue": config.name},
         ).fetchone()
         return {key: int(row[key]) for key in ("active", "scheduled", "locked", "dead_letter")}
 
@@ -623,11 +506,11 @@ class LocalServiceBus:
             self._connection()
             .execute(
                 "SELECT MIN(visible_at) AS due FROM messages WHERE visible_at > ?",
-                (format_time(self._now()),),
+                (format_ts(self._now()),),
             )
             .fetchone()
         )
-        return _parse_optional(row["due"])
+        return parse_optional(row["due"])
 
 
 def _max_delivery_description(config: QueueConfig) -> str:

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from adapters.sql_pool import Connection, ConnectionPool
+from adapters.sql.pool import Connection, ConnectionPool
 from domain.errors import RecordNotFound
 from domain.ports import InsertOutcome, OrderLineRow, OrderRow
 
@@ -138,6 +138,10 @@ class SqlOrdersRepository:
     def __init__(self, connect: Callable[[], Connection], dialect: SqlDialect) -> None:
         self.pool = ConnectionPool(connect)
         self._dialect = dialect
+
+    def close(self) -> None:
+        """Close the idle connections; one in use closes when it is given back past the pool's size."""
+        self.pool.clear()
 
     @contextmanager
     def _cursor(self) -> Iterator[Cursor]:
@@ -280,7 +284,7 @@ def pyodbc_orders_repository(
     def connect() -> Connection:
         connection = pyodbc.connect(connection_string, autocommit=False, timeout=login_timeout)
         # SQL_ATTR_CONNECTION_TIMEOUT: ODBC Driver 18 and SQLite-ODBC have it. psqlODBC does not:
-        # libpq's own options bound it there, in the connection string (README "Transient faults").
+        # libpq's own options bound it there, in the connection string (docs/operating.md "Transient faults").
         with contextlib.suppress(pyodbc.Error):
             connection.timeout = query_timeout
         pooled: Connection = connection

@@ -1,11 +1,12 @@
-"""Messaging for the embedded profile: devhost's local Service Bus (SQLite), shared by the
-Function App, the agent worker processes and the tests."""
+"""Messaging for the embedded profile: the local Service Bus (``local_bus``, one SQLite file),
+shared by the Function App, devhost, the agent worker processes and the tests."""
 
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from devhost.servicebus import LocalServiceBus, ReceivedMessage
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import ReceivedMessage
 
 
 class LocalMessaging:

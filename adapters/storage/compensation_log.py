@@ -16,9 +16,9 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
 from azure.data.tables import TableClient, UpdateMode
 
-from adapters.sqlite_compensation_log import row_key
+from adapters.sqlite.compensation_log import row_key
+from domain.compensation import CompensationEntry, CompensationOutcome, next_outcome
 from domain.errors import PreconditionFailed, RecordNotFound
-from domain.ports import CompensationEntry, CompensationOutcome, next_outcome
 from domain.timestamps import format_optional, format_ts, parse_optional, parse_ts
 
 TABLE = "compensationlog"

@@ -7,8 +7,8 @@ record are two separate writes, and the crash between them is a case the design 
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from adapters.sqlite_db import SqliteDatabase, decode_token, encode_token
-from domain.ports import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
+from adapters.sqlite.db import SqliteDatabase, decode_token, encode_token
+from domain.recovery_index import IndexEntry, IndexPage, check_bucket_size, recovery_bucket
 from domain.timestamps import format_ts, parse_ts
 
 # The primary key is the scan's access path: one bucket, in CompleteBy order. It also makes

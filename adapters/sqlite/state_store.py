@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.sqlite_db import SqliteDatabase, decode_token, encode_token
+from adapters.sqlite.db import SqliteDatabase, decode_token, encode_token
 from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Stored
 from domain.record import StateRecord, from_document, to_document

@@ -1,4 +1,4 @@
-"""The stores of the emulators and azure profiles: Cosmos DB, SQL through pyodbc, Table Storage.
+"""The emulators and azure profiles: Cosmos DB, SQL through pyodbc, Table Storage, Blob, Service Bus.
 
 Azure: identity-based — an endpoint and the Function App's user-assigned managed identity
 (``AZURE_CLIENT_ID``), no keys. Emulators: the connection strings the local servers publish.
@@ -10,11 +10,11 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from adapters.blob_lease import BlobLeaderLease
-from adapters.cosmos_recovery_index import CosmosRecoveryIndex
-from adapters.cosmos_state_store import CosmosStateStore
-from adapters.servicebus_messaging import ServiceBusMessaging, client_from_connection
-from adapters.sql_orders import (
+from adapters.cosmos.recovery_index import CosmosRecoveryIndex
+from adapters.cosmos.state_store import CosmosStateStore
+from adapters.profiles import StoreBuilders
+from adapters.servicebus.azure import ServiceBusMessaging, servicebus_client
+from adapters.sql.orders import (
     POSTGRESQL,
     SQLITE_ODBC,
     SQLSERVER,
@@ -22,7 +22,8 @@ from adapters.sql_orders import (
     SqlOrdersRepository,
     pyodbc_orders_repository,
 )
-from adapters.table_compensation_log import TABLE, TableCompensationLog
+from adapters.storage.compensation_log import TABLE, TableCompensationLog
+from adapters.storage.lease import BlobLeaderLease
 from services.settings import Settings
 
 DIALECTS: dict[str, SqlDialect] = {
@@ -266,11 +267,20 @@ def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
 
 def servicebus_messaging(settings: Settings) -> ServiceBusMessaging:
     credential = None if settings.servicebus_connection else _credential(settings)
-    client = client_from_connection(
+    client = servicebus_client(
         settings.servicebus_connection,
-        settings.servicebus_namespace,
-        credential,
+        namespace=settings.servicebus_namespace,
+        credential=credential,
         retry_mode="exponential",
         **sdk_retries(settings),
     )
     return ServiceBusMessaging(client)
+
+
+def store_builders(settings: Settings) -> StoreBuilders:
+    return StoreBuilders(
+        states=lambda: cosmos_state_store(settings),
+        orders=lambda: sql_orders_repository(settings),
+        compensation_log=lambda: table_compensation_log(settings),
+        recovery_index=lambda: cosmos_recovery_index(settings),
+    )

@@ -1,13 +1,16 @@
-"""The activities the order orchestrator calls. Every state write is fenced (E5).
+"""The step engine: the activities' bodies, typed (their JSON entry points: ``activities.functions``).
+Every state write is fenced (E5).
 
 Activities are at-least-once, so each is safe to repeat: a transition that was already applied
 is either a no-op (complete_step, compensation log appends) or recognised by the attempt
 number and state (finish), and every message it sends has a stable MessageId.
+
+Generic over workflows: the steps of the record's version, and what its local actions do, come
+from ``domain.sample_workflow``.
 """
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from activities.contracts import (
@@ -16,27 +19,32 @@ from activities.contracts import (
     AgentRequestInput,
     AttemptInput,
     BeginStepResult,
-    CompensationJson,
+    Compensation,
     FencedResult,
     FinishInput,
+    FinishOutcome,
     FinishResult,
     LocalStepInput,
     LocalStepResult,
-    OrderJson,
+    OrderLineSnapshot,
+    OrderSnapshot,
+    PendingRequest,
     ReadOrderResult,
     RecordStepInput,
     StepInput,
-    WaitJson,
 )
 from activities.ids import Attempt
 from domain import transitions
+from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import RetryBudgetExhausted
 from domain.ids import idempotency_key, request_message_id
 from domain.messages import AgentOutcome, AgentRequest, OrderStatus
-from domain.ports import CompensationEntry, CompensationOutcome, OrderRow, Stored, status_version
+from domain.order_status import status_version
+from domain.ports import OrderRow, Stored
 from domain.record import StateRecord
+from domain.sample_workflow import WORKFLOWS
 from domain.states import LOCKED_STATES, ProcessState
-from domain.workflow import WORKFLOWS, Ending, Runs, Workflow
+from domain.workflow import Ending, Runs, Workflow
 from services.context import Ports
 from services.fenced import fenced_update
 from services.notifications import announce
@@ -51,23 +59,23 @@ def _workflow(record: StateRecord) -> Workflow:
     return WORKFLOWS[record.WorkflowVersion]
 
 
-def _order_json(order: OrderRow) -> OrderJson:
-    return {
-        "OrderID": order.OrderID,
-        "Customer": order.Customer,
-        "Total": str(order.Total),
-        "Lines": [
-            {"Sku": line.Sku, "Quantity": line.Quantity, "UnitPrice": str(line.UnitPrice)}
+def _snapshot(order: OrderRow) -> OrderSnapshot:
+    return OrderSnapshot(
+        OrderID=order.OrderID,
+        Customer=order.Customer,
+        Total=str(order.Total),
+        Lines=[
+            OrderLineSnapshot(Sku=line.Sku, Quantity=line.Quantity, UnitPrice=str(line.UnitPrice))
             for line in order.Lines
         ],
-    }
+    )
 
 
-def _to_compensate(ports: Ports, record: StateRecord) -> list[CompensationJson]:
+def _to_compensate(ports: Ports, record: StateRecord) -> list[Compensation]:
     """What is still to undo, newest first (R9): every logged step the record has not marked
     undone. The log says what may need undoing; the fenced record says what has been undone."""
     return [
-        {"Step": e.Step, "Action": e.Action, "Data": e.Data}
+        Compensation(Step=e.Step, Action=e.Action, Data=e.Data)
         for e in ports.compensation_log.entries(record.OrderID)
         if e.Step not in record.CompensatedSteps
     ]
@@ -96,33 +104,33 @@ def _fresh(ports: Ports, attempt: Attempt) -> Stored | None:
     return stored
 
 
-def read_order(payload: AttemptInput, ports: Ports) -> ReadOrderResult:
+def read_order(work: AttemptInput, ports: Ports) -> ReadOrderResult:
     """The attempt's starting point (E7): the order from SQL and where the record stands. Always
     a fresh read: what the attempt does next is decided from it."""
-    attempt = Attempt.of(payload)
+    attempt = Attempt.of(work)
     stored = _fresh(ports, attempt)
     if stored is None:
-        return {"Fenced": True}
+        return ReadOrderResult(Fenced=True)
     record = stored.record
     order = ports.orders.get(attempt.order_id)
     if order is None:
-        return {"Fenced": False, "Missing": True}
+        return ReadOrderResult(Fenced=False, Missing=True)
     ports.orders_read.put(order.OrderID, order)
     compensating = record.ProcessState is ProcessState.COMPENSATING
-    return {
-        "Fenced": False,
-        "Missing": False,
-        "Compensating": compensating,
-        "CompletedSteps": list(record.CompletedSteps),
-        "ToCompensate": _to_compensate(ports, record) if compensating else [],
-        "Order": _order_json(order),
-    }
+    return ReadOrderResult(
+        Fenced=False,
+        Missing=False,
+        Compensating=compensating,
+        CompletedSteps=list(record.CompletedSteps),
+        ToCompensate=_to_compensate(ports, record) if compensating else [],
+        Order=_snapshot(order),
+    )
 
 
-def begin_step(payload: StepInput, ports: Ports) -> BeginStepResult:
+def begin_step(work: StepInput, ports: Ports) -> BeginStepResult:
     """The step's own CompleteBy and its share of the retry budget (R1, C2)."""
-    attempt = Attempt.of(payload)
-    step = str(payload["Step"])
+    attempt = Attempt.of(work)
+    step = work.Step
     settings = ports.settings
     granted: list[int] = []
 
@@ -141,25 +149,22 @@ def begin_step(payload: StepInput, ports: Ports) -> BeginStepResult:
     try:
         record = fenced_update(ports.states, attempt.order_id, begin, cache=ports.records)
     except RetryBudgetExhausted as exhausted:
-        return {"Fenced": False, "Exhausted": True, "Error": str(exhausted)}
+        return BeginStepResult(Fenced=False, Exhausted=True, Error=str(exhausted))
     if record is None or record.CompleteBy is None:
-        return {"Fenced": True}
+        return BeginStepResult(Fenced=True)
     # Each delivery of the request may make this many calls; deliveries x calls <= the grant (C2).
     per_delivery = granted[-1] // settings.agent_request_max_deliveries
     if per_delivery == 0:
-        return {"Fenced": False, "Exhausted": True, "Error": f"{step}: the retry budget is spent"}
-    return {
-        "Fenced": False,
-        "Exhausted": False,
-        "CompleteBy": record.CompleteBy.isoformat(),
-        "CallsGranted": per_delivery,
-    }
+        return BeginStepResult(Fenced=False, Exhausted=True, Error=f"{step}: the retry budget is spent")
+    return BeginStepResult(
+        Fenced=False, Exhausted=False, CompleteBy=record.CompleteBy, CallsGranted=per_delivery
+    )
 
 
-def send_agent_request(payload: AgentRequestInput, ports: Ports) -> str:
+def send_agent_request(work: AgentRequestInput, ports: Ports) -> str:
     """The request to the Agent (R2). MessageId is stable across re-sends of this attempt (E9)."""
-    attempt = Attempt.of(payload)
-    action = str(payload["Action"])
+    attempt = Attempt.of(work)
+    action = work.Action
     request_id = request_message_id(attempt.instance_id, action)
     request = AgentRequest(
         RequestID=request_id,
@@ -167,9 +172,9 @@ def send_agent_request(payload: AgentRequestInput, ports: Ports) -> str:
         OrderID=attempt.order_id,
         Step=action,
         IdempotencyKey=idempotency_key(attempt.order_id, action),
-        Payload=dict(payload.get("Payload") or {}),
-        CompleteBy=datetime.fromisoformat(str(payload["CompleteBy"])),
-        MaxAttempts=int(payload["MaxAttempts"]),
+        Payload=dict(work.Payload),
+        CompleteBy=work.CompleteBy,
+        MaxAttempts=work.MaxAttempts,
     )
     ports.sender.send(
         ports.settings.agent_requests_queue,
@@ -180,19 +185,19 @@ def send_agent_request(payload: AgentRequestInput, ports: Ports) -> str:
     return request_id
 
 
-def record_step(payload: RecordStepInput, ports: Ports, stored: Stored | None = None) -> FencedResult:
+def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = None) -> FencedResult:
     """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
-    attempt = Attempt.of(payload)
-    step = str(payload["Step"])
+    attempt = Attempt.of(work)
+    step = work.Step
     stored = stored or _owned(ports, attempt)
     if stored is None:
-        return {"Fenced": True}
+        return FencedResult(Fenced=True)
     workflow = _workflow(stored.record)
     now = ports.clock.now()
     if stored.record.ProcessState is ProcessState.PROCESSING:
         compensation = workflow.step(step).compensation
         if compensation is not None:
-            result = payload.get("Result") or {}
+            result = work.Result or {}
             references = {
                 str(k): str(v)
                 for k, v in result.items()
@@ -218,35 +223,30 @@ def record_step(payload: RecordStepInput, ports: Ports, stored: Stored | None = 
         cache=ports.records,
     )
     if record is None:
-        return {"Fenced": True}
+        return FencedResult(Fenced=True)
     if record.ProcessState is ProcessState.COMPENSATING:
         # After the fenced write: a fenced-out attempt must not mark anything undone.
         ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
-    return {"Fenced": False}
+    return FencedResult(Fenced=False)
 
 
-def run_local_step(payload: LocalStepInput, ports: Ports) -> LocalStepResult:
-    """A step that runs in the Function App itself; each is idempotent (R8, C10)."""
-    attempt = Attempt.of(payload)
-    action = str(payload["Action"])
+def run_local_step(work: LocalStepInput, ports: Ports) -> LocalStepResult:
+    """A step that runs in the Function App itself, as the record's workflow defines it; each is
+    idempotent (R8, C10)."""
+    attempt = Attempt.of(work)
+    action = work.Action
     stored = _owned(ports, attempt)
     if stored is None:
-        return {"Fenced": True}
-    order = payload.get("Order") or {}
-    if action == "ValidateOrder":
-        problem = _validation_problem(order)
-        if problem is not None:
-            return {"Fenced": False, "Error": f"ValidateOrder: {problem}"}
-    elif action == "ConfirmOrder":
-        problem = _confirmation_problem(order)
-        if problem is not None:
-            return {"Fenced": False, "Error": f"ConfirmOrder: {problem}"}
-        _set_status(ports, stored.record, "Confirmed")
-    elif action == "ShipOrder":
-        _set_status(ports, stored.record, "Shipped")
-    else:
-        return {"Fenced": False, "Error": f"no local action {action!r}"}
-    return {"Fenced": record_step(payload, ports, stored)["Fenced"]}
+        return LocalStepResult(Fenced=True)
+    local = _workflow(stored.record).local_action(action)
+    if local is None:
+        return LocalStepResult(Fenced=False, Error=f"no local action {action!r}")
+    problem = None if local.problem is None else local.problem(work.Order)
+    if problem is not None:
+        return LocalStepResult(Fenced=False, Error=f"{action}: {problem}")
+    if local.status is not None:
+        _set_status(ports, stored.record, local.status)
+    return LocalStepResult(Fenced=record_step(work, ports, stored).Fenced)
 
 
 def _set_status(ports: Ports, record: StateRecord, status: str) -> None:
@@ -256,29 +256,18 @@ def _set_status(ports: Ports, record: StateRecord, status: str) -> None:
     ports.orders.update_status(record.OrderID, status, ports.clock.now(), version=version)
 
 
-def _skus(order: dict[str, Any], prefix: str) -> list[str]:
-    return [str(line["Sku"]) for line in order.get("Lines", []) if str(line["Sku"]).startswith(prefix)]
-
-
-# The demo's business rules. BLOCKED-* fails the first step (nothing to undo); BACKORDER-* fails
-# the last one, after inventory and payment: both are undone, newest first.
-def _validation_problem(order: dict[str, Any]) -> str | None:
-    blocked = _skus(order, "BLOCKED")
-    return f"SKU(s) {', '.join(blocked)} may not be sold" if blocked else None
-
-
-def _confirmation_problem(order: dict[str, Any]) -> str | None:
-    backordered = _skus(order, "BACKORDER")
-    return f"SKU(s) {', '.join(backordered)} cannot be shipped" if backordered else None
-
-
 # The terminal moves of an attempt: target state, status for the submitter, alert, SQL status.
-_FINISH: dict[str, tuple[ProcessState, OrderStatus | None, str | None, str | None]] = {
-    "complete": (ProcessState.PROCESSED, OrderStatus.COMPLETED, None, None),
-    "fail": (ProcessState.ERROR, OrderStatus.FAILED, "OrderFailed", "Failed"),
-    "begin_compensation": (ProcessState.COMPENSATING, None, None, None),
-    "compensated": (ProcessState.COMPENSATED, OrderStatus.COMPENSATED, "OrderCompensated", "Cancelled"),
-    "compensation_failed": (
+_FINISH: dict[FinishOutcome, tuple[ProcessState, OrderStatus | None, str | None, str | None]] = {
+    FinishOutcome.COMPLETE: (ProcessState.PROCESSED, OrderStatus.COMPLETED, None, None),
+    FinishOutcome.FAIL: (ProcessState.ERROR, OrderStatus.FAILED, "OrderFailed", "Failed"),
+    FinishOutcome.BEGIN_COMPENSATION: (ProcessState.COMPENSATING, None, None, None),
+    FinishOutcome.COMPENSATED: (
+        ProcessState.COMPENSATED,
+        OrderStatus.COMPENSATED,
+        "OrderCompensated",
+        "Cancelled",
+    ),
+    FinishOutcome.COMPENSATION_FAILED: (
         ProcessState.COMPENSATION_FAILED,
         OrderStatus.COMPENSATION_FAILED,
         "CompensationFailed",
@@ -287,15 +276,15 @@ _FINISH: dict[str, tuple[ProcessState, OrderStatus | None, str | None, str | Non
 }
 
 
-def finish(payload: FinishInput, ports: Ports) -> FinishResult:
+def finish(work: FinishInput, ports: Ports) -> FinishResult:
     """Complete, fail, or move through compensation; then tell the submitter and the operator."""
-    attempt = Attempt.of(payload)
-    outcome = str(payload["Outcome"])
-    error = str(payload.get("Error") or "")
-    if outcome == "fail" and ports.compensation_log.entries(attempt.order_id):
+    attempt = Attempt.of(work)
+    outcome = work.Outcome
+    error = work.Error or ""
+    if outcome is FinishOutcome.FAIL and ports.compensation_log.entries(attempt.order_id):
         # The log, not the orchestration's memory, says whether anything may need undoing: a
         # step whose effect landed but whose reply did not is logged too (R9, C10).
-        outcome = "begin_compensation"
+        outcome = FinishOutcome.BEGIN_COMPENSATION
     target, status, alert, sql_status = _FINISH[outcome]
     now = ports.clock.now()
     instance = attempt.instance_id
@@ -304,20 +293,20 @@ def finish(payload: FinishInput, ports: Ports) -> FinishResult:
     def move(record: StateRecord) -> StateRecord:
         undoable = {s.name for s in _workflow(record).steps if s.compensation}
         repeated = record.ProcessState is ProcessState.COMPENSATING and record.LockedBy == instance
-        if outcome == "begin_compensation" and repeated:
+        if outcome is FinishOutcome.BEGIN_COMPENSATION and repeated:
             return record  # a repeat of this very move: nothing to change
         match outcome:
-            case "complete":
+            case FinishOutcome.COMPLETE:
                 return transitions.complete(record, instance=instance, now=now)
-            case "fail":
+            case FinishOutcome.FAIL:
                 return transitions.fail(record, instance=instance, now=now, error=error)
-            case "begin_compensation":
+            case FinishOutcome.BEGIN_COMPENSATION:
                 return transitions.begin_compensation(
                     record, instance=instance, now=now, policy=policy, error=error
                 )
-            case "compensated":
+            case FinishOutcome.COMPENSATED:
                 return transitions.compensated(record, instance=instance, now=now, undoable=undoable)
-            case _:
+            case FinishOutcome.COMPENSATION_FAILED:
                 return transitions.compensation_failed(record, instance=instance, now=now, error=error)
 
     record = fenced_update(ports.states, attempt.order_id, move, cache=ports.records)
@@ -325,13 +314,14 @@ def finish(payload: FinishInput, ports: Ports) -> FinishResult:
         # A repeat of this activity after its write landed: the record shows it; notify again.
         stored = ports.states.get(attempt.order_id)
         if stored is None or not _already_finished(stored.record, attempt, target):
-            return {"Fenced": True}
+            return FinishResult(Fenced=True)
         record = stored.record
     announce(ports, record, status=status, alert=alert, sql_status=sql_status)
-    result: FinishResult = {"Fenced": False, "State": record.ProcessState.value}
-    if outcome == "begin_compensation":
-        result["ToCompensate"] = _to_compensate(ports, record)
-    return result
+    if outcome is FinishOutcome.BEGIN_COMPENSATION:
+        return FinishResult(
+            Fenced=False, State=record.ProcessState, ToCompensate=_to_compensate(ports, record)
+        )
+    return FinishResult(Fenced=False, State=record.ProcessState)
 
 
 def _already_finished(record: StateRecord, attempt: Attempt, target: ProcessState) -> bool:
@@ -348,15 +338,15 @@ _MISSING = "the order is missing from the orders database"
 
 
 def _ended(ending: Ending) -> AdvanceResult:
-    return {"Ending": ending}
+    return AdvanceResult(Ending=ending)
 
 
 # How a finished attempt's record reads, and the finish that put it there.
-_FINISHED_AS: dict[ProcessState, tuple[str, Ending]] = {
-    ProcessState.PROCESSED: ("complete", Ending.PROCESSED),
-    ProcessState.ERROR: ("fail", Ending.ERROR),
-    ProcessState.COMPENSATED: ("compensated", Ending.COMPENSATED),
-    ProcessState.COMPENSATION_FAILED: ("compensation_failed", Ending.COMPENSATION_FAILED),
+_FINISHED_AS: dict[ProcessState, tuple[FinishOutcome, Ending]] = {
+    ProcessState.PROCESSED: (FinishOutcome.COMPLETE, Ending.PROCESSED),
+    ProcessState.ERROR: (FinishOutcome.FAIL, Ending.ERROR),
+    ProcessState.COMPENSATED: (FinishOutcome.COMPENSATED, Ending.COMPENSATED),
+    ProcessState.COMPENSATION_FAILED: (FinishOutcome.COMPENSATION_FAILED, Ending.COMPENSATION_FAILED),
 }
 
 
@@ -369,35 +359,33 @@ def _fenced(attempt: Attempt, ports: Ports) -> AdvanceResult:
     if record is None or record.Attempt != attempt.number or record.ProcessState not in _FINISHED_AS:
         return _ended(Ending.FENCED)
     outcome, ending = _FINISHED_AS[record.ProcessState]
-    return _finish(attempt.payload(), ports, outcome, record.LastError, ending)
+    return _finish(attempt, ports, outcome, record.LastError, ending)
 
 
-def advance(payload: AdvanceInput, ports: Ports) -> AdvanceResult:
+def advance(work: AdvanceInput, ports: Ports) -> AdvanceResult:
     """Take the attempt as far as it goes without waiting: record the step the reply answers
     (when there is one), run local steps, then begin the next Agent step and send its request
     (``Wait``) — or finish the attempt (``Ending``). A permanent failure fails the order or turns
     to compensation, newest first (R9), within the same call. Each part is the activity the
     first engine called on its own, so a repeat of this one is as safe as a repeat of each.
     """
-    attempt = Attempt.of(payload)
-    base = attempt.payload()
-    reply = payload.get("Reply")
-    if reply is None:
+    attempt = Attempt.of(work)
+    answered = work.answered()
+    if answered is None:
         # The start (E7): a fresh read; the order is read once here and cached for later calls.
         # Not read_order: its list of what to undo would be read again by _next.
         if _fresh(ports, attempt) is None:
             return _ended(Ending.FENCED)
         if _order(ports, attempt.order_id) is None:
-            return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
-    elif reply["Outcome"] == AgentOutcome.OK:
-        step, action = str(payload.get("Step")), str(payload.get("Action"))
-        answered = {**base, "Step": step, "Action": action, "Result": reply.get("Result") or {}}
-        recorded = record_step(answered, ports)  # type: ignore[arg-type]
-        if recorded["Fenced"]:
+            return _finish(attempt, ports, FinishOutcome.FAIL, _MISSING, Ending.ERROR)
+        return _run(attempt, ports)
+    step, reply = answered
+    if reply.Outcome is AgentOutcome.OK:
+        if record_step(step.recording(reply.Result or {}), ports).Fenced:
             return _fenced(attempt, ports)
     else:
         stored = _owned(ports, attempt)
-        error = f"{payload.get('Action')}: {reply.get('Error')}"
+        error = f"{step.Action}: {reply.Error}"
         failed = _fenced(attempt, ports) if stored is None else _failed(attempt, ports, stored.record, error)
         if failed is not None:
             return failed
@@ -431,74 +419,66 @@ def _run(attempt: Attempt, ports: Ports) -> AdvanceResult:
 def _next(attempt: Attempt, ports: Ports, record: StateRecord) -> _Todo | AdvanceResult:
     """Forward: the first step not done. Compensating: the newest logged step not undone."""
     workflow = _workflow(record)
-    base = attempt.payload()
     if record.ProcessState is ProcessState.COMPENSATING:
         pending = _to_compensate(ports, record)
         if not pending:
-            return _finish(base, ports, "compensated", None, Ending.COMPENSATED)
+            return _finish(attempt, ports, FinishOutcome.COMPENSATED, None, Ending.COMPENSATED)
         entry = pending[0]
-        step = workflow.step(entry["Step"])
-        return _Todo(step.name, entry["Action"], step.compensation_runs, dict(entry["Data"]))
+        step = workflow.step(entry.Step)
+        return _Todo(step.name, entry.Action, step.compensation_runs, dict(entry.Data))
     remaining = [s for s in workflow.steps if s.name not in record.CompletedSteps]
     if not remaining:
-        return _finish(base, ports, "complete", None, Ending.PROCESSED)
+        return _finish(attempt, ports, FinishOutcome.COMPLETE, None, Ending.PROCESSED)
     order = _order(ports, attempt.order_id)
     if order is None:
-        return _finish(base, ports, "fail", _MISSING, Ending.ERROR)
-    return _Todo(remaining[0].name, remaining[0].name, remaining[0].runs, dict(order))
+        return _finish(attempt, ports, FinishOutcome.FAIL, _MISSING, Ending.ERROR)
+    return _Todo(remaining[0].name, remaining[0].name, remaining[0].runs, order.wire())
 
 
 def _do(attempt: Attempt, ports: Ports, record: StateRecord, todo: _Todo) -> AdvanceResult | None:
     """Run a local action (None: go on), or begin an Agent step and send its request (Wait)."""
-    work: StepInput = {**attempt.payload(), "Step": todo.step, "Action": todo.action}
+    work = attempt.payload().for_step(todo.step, todo.action)
     if todo.runs is Runs.LOCAL:
-        done = run_local_step({**work, "Order": todo.data, "Result": {}}, ports)
-        if done["Fenced"]:
+        done = run_local_step(work.running_locally(todo.data), ports)
+        if done.Fenced:
             return _ended(Ending.FENCED)
-        return _failed(attempt, ports, record, done["Error"]) if "Error" in done else None
+        return None if done.Error is None else _failed(attempt, ports, record, done.Error)
     begun = begin_step(work, ports)
-    if begun["Fenced"]:
+    if begun.Fenced:
         return _ended(Ending.FENCED)
-    if begun.get("Exhausted"):
-        return _failed(attempt, ports, record, begun.get("Error", ""))
-    complete_by = begun["CompleteBy"]
-    request_id = send_agent_request(
-        {**work, "CompleteBy": complete_by, "MaxAttempts": begun["CallsGranted"], "Payload": todo.data}, ports
+    if begun.Exhausted:
+        return _failed(attempt, ports, record, begun.Error or "")
+    complete_by, calls = begun.grant()
+    request_id = send_agent_request(work.requesting(complete_by, calls, todo.data), ports)
+    return AdvanceResult(
+        Wait=PendingRequest(RequestID=request_id, CompleteBy=complete_by, Step=todo.step, Action=todo.action)
     )
-    wait: WaitJson = {
-        "RequestID": request_id,
-        "CompleteBy": complete_by,
-        "Step": todo.step,
-        "Action": todo.action,
-    }
-    return {"Wait": wait}
 
 
 def _failed(attempt: Attempt, ports: Ports, record: StateRecord, error: str) -> AdvanceResult | None:
     """A permanent failure: in compensation, the order ends CompensationFailed; otherwise it
     fails, and ``finish`` turns it to compensation when anything logged may need undoing. None:
     go on (now compensating)."""
-    base = attempt.payload()
     if record.ProcessState is ProcessState.COMPENSATING:
-        return _finish(base, ports, "compensation_failed", error, Ending.COMPENSATION_FAILED)
-    finished = finish({**base, "Outcome": "fail", "Error": error}, ports)
-    if finished["Fenced"]:
+        return _finish(attempt, ports, FinishOutcome.COMPENSATION_FAILED, error, Ending.COMPENSATION_FAILED)
+    finished = finish(attempt.payload().finishing(FinishOutcome.FAIL, error), ports)
+    if finished.Fenced:
         return _ended(Ending.FENCED)
-    if finished.get("State") == ProcessState.COMPENSATING.value:
+    if finished.State is ProcessState.COMPENSATING:
         return None
     return _ended(Ending.ERROR)
 
 
 def _finish(
-    base: AttemptInput, ports: Ports, outcome: str, error: str | None, ending: Ending
+    attempt: Attempt, ports: Ports, outcome: FinishOutcome, error: str | None, ending: Ending
 ) -> AdvanceResult:
-    finished = finish({**base, "Outcome": outcome, "Error": error}, ports)
-    return _ended(Ending.FENCED if finished["Fenced"] else ending)
+    finished = finish(attempt.payload().finishing(outcome, error), ports)
+    return _ended(Ending.FENCED if finished.Fenced else ending)
 
 
-def _order(ports: Ports, order_id: str) -> OrderJson | None:
+def _order(ports: Ports, order_id: str) -> OrderSnapshot | None:
     order = ports.orders_read.get(order_id) or ports.orders.get(order_id)
     if order is None:
         return None
     ports.orders_read.put(order_id, order)
-    return _order_json(order)
+    return _snapshot(order)

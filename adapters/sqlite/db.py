@@ -17,10 +17,13 @@ BUSY_TIMEOUT_SECONDS = 30.0
 
 
 class SqliteDatabase:
-    def __init__(self, path: str | Path, schema: str) -> None:
+    """``rows``: rows as ``sqlite3.Row`` (read by column name), else tuples."""
+
+    def __init__(self, path: str | Path, schema: str, *, rows: bool = False) -> None:
         if str(path) == ":memory:":
-            raise ValueError("the embedded stores need a file: ':memory:' is private to one connection")
+            raise ValueError("a shared database needs a file: ':memory:' is private to one connection")
         self.path = Path(path)
+        self._rows = rows
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
@@ -39,6 +42,8 @@ class SqliteDatabase:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            if self._rows:
+                conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed write survives a crash of the machine, not only of the process (C4).
             conn.execute("PRAGMA synchronous=FULL")

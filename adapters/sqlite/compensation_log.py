@@ -9,9 +9,9 @@ import sqlite3
 from datetime import datetime
 from pathlib import Path
 
-from adapters.sqlite_db import SqliteDatabase
+from adapters.sqlite.db import SqliteDatabase
+from domain.compensation import CompensationEntry, CompensationOutcome, next_outcome
 from domain.errors import RecordNotFound
-from domain.ports import CompensationEntry, CompensationOutcome, next_outcome
 from domain.timestamps import format_optional, format_ts, parse_optional, parse_ts
 
 SCHEMA = """

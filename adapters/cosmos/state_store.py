@@ -18,11 +18,11 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
-from adapters.cosmos_queries import CLAIMABLE as _CLAIMABLE
-from adapters.cosmos_queries import EXPIRED as _EXPIRED
-from adapters.cosmos_queries import IN_STATE as _IN_STATE
-from adapters.cosmos_queries import NOTICES as _NOTICES
-from adapters.cosmos_queries import count_in_states as _count_in_states
+from adapters.cosmos.queries import CLAIMABLE as _CLAIMABLE
+from adapters.cosmos.queries import EXPIRED as _EXPIRED
+from adapters.cosmos.queries import IN_STATE as _IN_STATE
+from adapters.cosmos.queries import NOTICES as _NOTICES
+from adapters.cosmos.queries import count_in_states as _count_in_states
 from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Stored
 from domain.record import StateRecord, from_document, to_document

@@ -1,4 +1,4 @@
-"""The agent's queues: devhost's local Service Bus (embedded profile; its client is
+"""The agent's queues: the local Service Bus (embedded profile; its client is
 synchronous, so every call runs in a worker thread and the event loop never blocks), or
 Service Bus itself through the aio SDK."""
 
@@ -11,8 +11,8 @@ from azure.servicebus import ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient
 from azure.servicebus.exceptions import MessageAlreadySettled, MessageLockLostError
 
-from devhost.servicebus import LocalServiceBus, MessageLockLost, ReceivedMessage
-from devhost.servicebus_broker import RECEIVE_WAIT_SECONDS, received_view
+from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS, MessageLockLost, ReceivedMessage, from_sdk
 
 
 class AgentMessaging(Protocol):
@@ -102,7 +102,7 @@ class ServiceBusAgentMessaging:
             )
         views = []
         for message in batch:
-            view = received_view(self.requests_queue, message)
+            view = from_sdk(self.requests_queue, message)
             self._held[view.lock_token] = message
             views.append(view)
         return views

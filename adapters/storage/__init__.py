@@ -1,0 +1,1 @@
+"""Azure Storage: the compensation log in Table Storage and the Supervisor's lease on a blob."""
