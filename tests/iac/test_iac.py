@@ -638,7 +638,7 @@ def test_an_agent_setting_missing_from_the_container_app_fails(root: Path, clean
 @needs_bicep
 def test_the_partition_key_must_match_the_adapter(root: Path, clean: Path) -> None:
     edit(infra_file(root, "'/OrderID'"), "'/OrderID'", "'/id'")
-    assert_fails(root, "partition key", "/OrderID", "cosmos_state_store.py", clean=clean)
+    assert_fails(root, "partition key", "/OrderID", "cosmos/state_store.py", clean=clean)
 
 
 @needs_bicep
