@@ -31,7 +31,7 @@ from adapters.clock import use_host_clock
 from adapters.servicebus.azure import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
-from devhost import bindings, durable_api
+from devhost import app_package, bindings, durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock
 from devhost.config import DevhostConfig, queues_from_emulator_config
 from devhost.durable_engine import ActivityOutcome, DurableEngine, OrchestratorFailed, Queued
@@ -39,7 +39,8 @@ from devhost.durable_store import ActivityWork, DurableStore
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.settings import SettingsError, load_local_settings
-from devhost.worker import InvocationFailed, Worker, WorkerError
+from devhost.worker import FunctionWorker, InvocationFailed, Worker, WorkerError
+from devhost.worker_processes import WorkerProcesses, process_count
 from domain.timestamps import format_ts as ts
 from domain.timestamps import parse_ts
 
@@ -100,7 +101,10 @@ class Host:
         port: int | None = None,
         env: MutableMapping[str, str] | None = None,
         idle_wait: float = IDLE_WAIT,
+        in_process: bool = False,
     ) -> None:
+        """``in_process`` imports the app into this process instead of running the deployment
+        package in worker processes: only for a test that reaches into the app's objects."""
         self.app_dir = app_dir.resolve()
         self.env = os.environ if env is None else env
         load_local_settings(self.app_dir, self.env)
@@ -116,7 +120,8 @@ class Host:
         self.bound_port = 0
         # Work outside the app that tests run in lock-step with the host (e.g. a scripted agent).
         self.extra_sources: list[ExtraSource] = []
-        self.worker = Worker(self.app_dir)
+        self.in_process = in_process
+        self.worker: FunctionWorker = Worker(self.app_dir)
         # Invocations through the worker, per trigger type and per function: what ran, for tests
         # and the log.
         self.invocations: Counter[str] = Counter()
@@ -126,11 +131,13 @@ class Host:
 
     async def start(self) -> None:
         self._lock_data_dir()
-        # The app runs in this process: it reads this host's time (adapters/clock.py).
-        use_host_clock(self.clock)
+        # Set before the workers start, which take their environment with them: the app's
+        # embedded messaging adapter and agent processes open the same local bus file.
+        self.env["LOCAL_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
         try:
+            self.worker = self._worker()
             loaded = await self.worker.start()
-        except WorkerError as error:
+        except (WorkerError, app_package.PackageError) as error:
             raise IndexingError(str(error)) from None
         self.functions = index(loaded, self.env)
         self.servicebus = self._trigger_bus()
@@ -171,6 +178,17 @@ class Host:
             self._lock_file.close()
             self._lock_file = None
 
+    def _worker(self) -> FunctionWorker:
+        if self.in_process:
+            # The app runs in this process: it reads this host's time (adapters/clock.py).
+            use_host_clock(self.clock)
+            return Worker(self.app_dir)
+        package = app_package.prepare(self.app_dir, self.config.data_dir, self.env, log.info)
+        clock_file = None
+        if isinstance(self.clock, VirtualClock):
+            clock_file = self.clock.share(self.config.data_dir / "clock")
+        return WorkerProcesses(package, self.env, count=process_count(self.env), clock_file=clock_file)
+
     def _lock_data_dir(self) -> None:
         """One host per data directory: so each timer occurrence and each work item runs once."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -205,8 +223,6 @@ class Host:
             raise SettingsError("devhost runs Service Bus triggers on one connection; these differ")
         if not connections or connections == {LOCAL_SERVICEBUS}:
             bus = LocalServiceBus(self.config.servicebus_path, clock=self.clock.now)
-            # The app's embedded messaging adapter and agent processes open the same file.
-            self.env["LOCAL_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
             for queue in declared:
                 bus.declare(queue)
             return bus

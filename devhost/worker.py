@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import azure_functions_runtime as runtime
 from google.protobuf.message import Message
@@ -59,6 +59,21 @@ class LoadedFunction:
     function_id: str
     name: str
     raw_bindings: tuple[str, ...]
+
+
+class FunctionWorker(Protocol):
+    """What the host needs of a worker: the app in this process, or worker processes."""
+
+    async def start(self) -> list[LoadedFunction]: ...
+
+    async def invoke(
+        self,
+        function_id: str,
+        inputs: Sequence[rpc.ParameterBinding],
+        trigger_metadata: Mapping[str, rpc.TypedData] | None = None,
+    ) -> rpc.InvocationResponse: ...
+
+    async def stop(self) -> None: ...
 
 
 def _over_the_wire[M: Message](message: M) -> M:

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters.clock import use_host_clock
 from adapters.factory import build_ports
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
@@ -165,8 +166,9 @@ class App:
         self.loop = loop
         self.agent = agent
         self.bus = host.servicebus
-        # The app's own ports (function_app.ports is cached: this is the object it uses), to close.
-        self._built: list[Ports] = [sys.modules["function_app"].ports()]
+        # In process, the app's own ports (function_app.ports is cached: this is the object it
+        # uses), to close; worker processes close theirs as they exit.
+        self._built: list[Ports] = [sys.modules["function_app"].ports()] if host.in_process else []
         # The same adapters the app uses, for whichever profile the settings select.
         ports = self.ports()
         self.states = ports.states
@@ -275,7 +277,10 @@ def start_app(
     *,
     clock: VirtualClock | None = None,
     settings: dict[str, str] | None = None,
+    in_process: bool = False,
 ) -> App:
+    """The deployment package in a worker process, as on Azure; ``in_process`` imports the app
+    into the test's process instead, for a test that replaces one of the app's objects."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     data = tmp_path / "data"
     values |= {
@@ -287,7 +292,11 @@ def start_app(
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     clock = clock or VirtualClock(T0)
-    host = Host(ROOT, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ)
+    # What a test runs in its own process (the ops CLI, the scripted agent) reads the host's time.
+    use_host_clock(clock)
+    host = Host(
+        ROOT, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ, in_process=in_process
+    )
     loop.run_until_complete(host.start())
     agent = ScriptedAgent(host.servicebus, clock)
     host.extra_sources.append(agent)
@@ -297,5 +306,16 @@ def start_app(
 @pytest.fixture
 def app(loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     running = start_app(loop, tmp_path, monkeypatch)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def app_in_process(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[App]:
+    """The app imported into the test's process: for fault injection that replaces the app's
+    ports (``function_app.ports``)."""
+    running = start_app(loop, tmp_path, monkeypatch, in_process=True)
     yield running
     running.stop()

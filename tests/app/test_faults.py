@@ -187,7 +187,8 @@ class FailingOnce:
         return self.inner.send(queue, body, **kwargs)
 
 
-def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app: App) -> None:
+def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app_in_process: App) -> None:
+    app = app_in_process
     function_app = sys.modules["function_app"]
     real = function_app.ports()
     sender = FailingOnce(real.sender, "completed")

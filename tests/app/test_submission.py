@@ -88,8 +88,9 @@ class BrokenOrders:
 
 
 def test_a_submission_that_fails_on_every_delivery_is_dead_lettered_with_its_cause_and_an_alert(
-    app: App,
+    app_in_process: App,
 ) -> None:
+    app = app_in_process
     function_app = sys.modules["function_app"]
     real = function_app.ports()
     function_app.ports = lambda: replace(real, orders=BrokenOrders())

@@ -165,7 +165,11 @@ def settling_host(
     monkeypatch.setenv("DEVHOST_SERVICEBUS_CONFIG", str(SAMPLE_APP / "servicebus" / "Config.json"))
     # The host exports it to the process environment, where the function reads it.
     monkeypatch.setenv("LOCAL_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
-    host = Host(app_dir, data_dir=tmp_path / "data", port=0, env=os.environ, clock=VirtualClock())
+    # In process: the function reaches the host's own clock and bus module, which a worker
+    # process running the written app alone could not import.
+    host = Host(
+        app_dir, data_dir=tmp_path / "data", port=0, env=os.environ, clock=VirtualClock(), in_process=True
+    )
     loop.run_until_complete(host.start())
     yield host
     loop.run_until_complete(host.stop())
