@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +47,7 @@ class AppPackage:
     path: tuple[Path, ...]  # PYTHONPATH, in order: the app's packages, the proxy, its packages
 
 
-def cache_dir(env: dict[str, str] | os._Environ[str]) -> Path:
+def cache_dir(env: Mapping[str, str]) -> Path:
     configured = env.get("DEVHOST_CACHE_DIR")
     if configured:
         return Path(configured)
@@ -156,9 +156,7 @@ def _copy_proxy(target: Path) -> None:
     (target / "devhost" / "protocol" / "__init__.py").write_text("")
 
 
-def prepare(
-    app_dir: Path, data_dir: Path, env: dict[str, str] | os._Environ[str], say: Callable[[str], None]
-) -> AppPackage:
+def prepare(app_dir: Path, data_dir: Path, env: Mapping[str, str], say: Callable[[str], None]) -> AppPackage:
     cache = cache_dir(env)
     wwwroot = data_dir / "wwwroot"
     _copy_package(app_dir, wwwroot)

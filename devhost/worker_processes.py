@@ -317,7 +317,9 @@ class WorkerProcesses:
     # --- the stream ---------------------------------------------------------------------------
 
     async def _event_stream(
-        self, requests: AsyncIterator[rpc.StreamingMessage], context: grpc.aio.ServicerContext
+        self,
+        requests: AsyncIterator[rpc.StreamingMessage],
+        context: grpc.aio.ServicerContext[rpc.StreamingMessage, rpc.StreamingMessage],
     ) -> AsyncIterator[rpc.StreamingMessage]:
         first = await anext(aiter(requests), None)
         channel = None if first is None else self._channels.get(first.start_stream.worker_id)
