@@ -88,6 +88,11 @@ class EpisodeConflict(Exception):
     pass
 
 
+class EpisodeAbandoned(Exception):
+    """The orchestrator could not run (its worker process died): the episode is left as it was,
+    its events still in the inbox, and replayed later, as the extension abandons a work item."""
+
+
 @dataclass(frozen=True)
 class Episode:
     """An orchestrator run in the making: what it replays, and the inbox rows it consumes."""
@@ -228,13 +233,15 @@ class DurableEngine:
         episodes = [e for e in map(self._begin_episode, instance_ids) if e is not None]
         if not episodes:
             return
-        outcomes = await asyncio.gather(*(self._replay(episode) for episode in episodes))
+        replayed = await asyncio.gather(*(self._replay(episode) for episode in episodes))
         with self.store.tx() as tx:
-            for episode, (state, error) in zip(episodes, outcomes, strict=True):
-                self._end_episode(tx, episode, state, error)
+            for episode, outcome in zip(episodes, replayed, strict=True):
+                if outcome is not None:
+                    self._end_episode(tx, episode, *outcome)
         self.changed(Queued.ACTIVITIES)
 
-    async def _replay(self, episode: Episode) -> tuple[dict[str, Any] | None, str | None]:
+    async def _replay(self, episode: Episode) -> tuple[dict[str, Any] | None, str | None] | None:
+        """The orchestrator's state and error; None for an episode abandoned, to run again."""
         if episode.name not in self.orchestrators:
             return None, f"orchestrator function '{episode.name}' is no longer in the app"
         try:
@@ -244,6 +251,8 @@ class DurableEngine:
         except OrchestratorFailed as raised:
             error, state = split_orchestrator_error(raised.message)
             return state, error
+        except EpisodeAbandoned:
+            return None
 
     def _begin_episode(self, instance_id: str) -> Episode | None:
         # Reads only: this host is the one writer (a file lock), and the episode's own writes

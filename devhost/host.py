@@ -34,13 +34,19 @@ from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost,
 from devhost import app_package, bindings, durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock
 from devhost.config import DevhostConfig, queues_from_emulator_config
-from devhost.durable_engine import ActivityOutcome, DurableEngine, OrchestratorFailed, Queued
+from devhost.durable_engine import (
+    ActivityOutcome,
+    DurableEngine,
+    EpisodeAbandoned,
+    OrchestratorFailed,
+    Queued,
+)
 from devhost.durable_store import ActivityWork, DurableStore
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.settings import SettingsError, load_local_settings
 from devhost.worker import FunctionWorker, InvocationFailed, Worker, WorkerError
-from devhost.worker_processes import WorkerProcesses, process_count
+from devhost.worker_processes import WorkerDied, WorkerProcesses, process_count
 from domain.timestamps import format_ts as ts
 from domain.timestamps import parse_ts
 
@@ -450,6 +456,9 @@ class Host:
             response = await self.invoke(
                 spec, *bindings.orchestration_context(spec.trigger_param, context_json, fields)
             )
+        except WorkerDied as error:
+            log.warning("orchestrator %s: %s; its episode runs again", name, error.message)
+            raise EpisodeAbandoned(error.message) from None
         except InvocationFailed as error:
             raise OrchestratorFailed(error.message) from None
         state = bindings.returned_json(response)
