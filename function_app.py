@@ -53,11 +53,15 @@ def _activity[I: contracts.AttemptInput, R, W: contracts.JsonObject | str](
 
 
 def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
+    body = msg.get_body()
+    shadowed = intake.shadowed_metadata(body)
+    if shadowed:  # what the metadata says is the sender's: raise, so the broker counts it
+        raise intake.refuse_shadowed(queue, body, shadowed, ports())
     return intake.Delivery(
         queue=queue,
         message_id=msg.message_id or "",
         lock_token=msg.lock_token or "",
-        body=msg.get_body(),
+        body=body,
         properties=msg.application_properties or {},
     )
 

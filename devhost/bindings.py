@@ -44,11 +44,36 @@ def _properties(value: object) -> dict[str, rpc.TypedData]:
     }
 
 
+# Json.NET's default MaxDepth, which the host's JObject.Parse applies: a deeper body is not
+# parsed, and, as the host swallows that error, binds no properties (the message is still bound).
+JSON_MAX_DEPTH = 64
+
+
+def _depth(value: object) -> int:
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
 def _json_body_properties(body: str) -> dict[str, rpc.TypedData]:
     try:
-        return _properties(json.loads(body))
-    except ValueError:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
         return {}
+    return _properties(value) if _depth(value) <= JSON_MAX_DEPTH else {}
+
+
+def _bind_over(metadata: dict[str, rpc.TypedData], properties: dict[str, rpc.TypedData]) -> None:
+    """The host's ``ApplyBindingData``: a JSON body's properties are set over what the extension
+    bound, in a case-insensitive dictionary, so a body's ``deliverycount`` replaces the value of
+    ``DeliveryCount`` under the extension's own spelling."""
+    spelling = {key.lower(): key for key in metadata}
+    for key, value in properties.items():
+        metadata[spelling.get(key.lower(), key)] = value
 
 
 def binding(name: str, data: rpc.TypedData) -> rpc.ParameterBinding:
@@ -136,12 +161,13 @@ def servicebus_message(message: ReceivedMessage) -> tuple[rpc.TypedData, dict[st
     """One peek-locked message as the Service Bus extension (5.x) binds it for a worker when the
     binding declares no ``dataType``: the body as text, the message's properties as trigger
     metadata (unset ones left out), numbers and dates as JSON, the settlement objects as the
-    empty JSON they serialise to."""
+    empty JSON they serialise to; then a JSON body's top-level properties over all of those, as
+    the Functions host binds them, so a body can set what the function reads as ``DeliveryCount``."""
     try:
         text = message.body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise UndecodableBody(f"message {message.message_id}: the body is not UTF-8 text ({error})") from None
-    metadata = _json_body_properties(text)
+    metadata: dict[str, rpc.TypedData] = {}
     metadata.update(
         {
             "MessageId": rpc.TypedData(string=message.message_id),
@@ -166,6 +192,8 @@ def servicebus_message(message: ReceivedMessage) -> tuple[rpc.TypedData, dict[st
     metadata.update(
         {key: rpc.TypedData(string=value) for key, value in optional.items() if value is not None}
     )
+    # Last, as the host does it (WorkerFunctionInvoker.TransformInput): over the extension's values.
+    _bind_over(metadata, _json_body_properties(text))
     return rpc.TypedData(string=text), metadata
 
 

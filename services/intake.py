@@ -4,6 +4,8 @@ A message that cannot be processed is dead-lettered with a reason, never retried
 operator is alerted; nothing stored is overwritten.
 """
 
+import hashlib
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -161,3 +163,48 @@ def postpone(delivery: Delivery, outage: DependencyUnavailable, ports: Ports) ->
         ports.settings.postponement.limit,
         outage,
     )
+
+
+# The trigger metadata the app reads. The Functions host binds a JSON body's top-level properties
+# over the Service Bus extension's own values, case-insensitively (azure-functions-host,
+# ``WorkerFunctionInvoker.TransformInput``), so a body naming one of these sets what the function
+# sees as, say, its delivery count or lock token: the value is the sender's, not the broker's.
+TRIGGER_METADATA = ("MessageId", "LockToken", "DeliveryCount", "ApplicationProperties", "UserProperties")
+_TRIGGER_METADATA = {name.lower(): name for name in TRIGGER_METADATA}
+
+
+class ShadowedMetadata(Exception):
+    """A message whose body sets trigger metadata: nothing it says of itself can be trusted,
+    its lock token included, so it cannot be dead-lettered by the app; the broker does that
+    after ``MaxDeliveryCount``."""
+
+
+def shadowed_metadata(body: bytes) -> list[str]:
+    """The trigger metadata names a body shadows, in the app's spelling (none for a body that is
+    not a JSON object)."""
+    lowered = body.lower()
+    if not any(name.encode() in lowered for name in _TRIGGER_METADATA):
+        return []  # the common case, without parsing the body twice
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(value, dict):
+        return []
+    return sorted({_TRIGGER_METADATA[key.lower()] for key in value if key.lower() in _TRIGGER_METADATA})
+
+
+def refuse_shadowed(queue: str, body: bytes, names: list[str], ports: Ports) -> ShadowedMetadata:
+    """Alert once per body and return the error to raise: the message is abandoned, never acted on."""
+    digest = hashlib.sha256(body).hexdigest()[:32]
+    raise_alert(
+        ports.sender,
+        queue=ports.settings.alerts_queue,
+        event="MessageRejected",
+        reason=f"MetadataInBody on {queue}: the body sets trigger metadata {', '.join(names)}; "
+        "the message is left to the broker's dead-letter queue",
+        now=ports.clock.now(),
+        order_id=None,
+        dedup_key=f"shadowed:{digest}",
+    )
+    return ShadowedMetadata(f"the body of a message on {queue} sets trigger metadata {', '.join(names)}")

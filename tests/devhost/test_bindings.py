@@ -61,9 +61,29 @@ def test_a_service_bus_message_goes_as_text_with_numbers_and_dates_as_json() -> 
     assert decoded.application_properties == {"app": "a"} and decoded.correlation_id == "c-1"
 
 
-def test_a_body_property_cannot_stand_in_for_the_extensions_own_metadata() -> None:
-    _, metadata = bindings.servicebus_message(_message(b'{"DeliveryCount": 99, "MessageId": "forged"}'))
-    assert metadata["DeliveryCount"].json == "2" and metadata["MessageId"].string == "m-1"
+def test_a_body_property_is_bound_over_the_extensions_own_metadata_case_insensitively() -> None:
+    """As the Functions host binds it (``WorkerFunctionInvoker.TransformInput`` then
+    ``Utility.ApplyBindingData``): what the function reads as the delivery count is the body's."""
+    body, metadata = bindings.servicebus_message(_message(b'{"deliverycount": 99, "MessageId": "forged"}'))
+    assert "deliverycount" not in metadata  # the extension's spelling is kept
+    decoded = ServiceBusMessageInConverter.decode(
+        Datum.from_typed_data(body), trigger_metadata=_datums(metadata)
+    )
+    assert (decoded.delivery_count, decoded.message_id, decoded.lock_token) == (99, "forged", "lock-1")
+
+
+def test_a_body_nested_past_json_nets_max_depth_binds_no_properties() -> None:
+    shallow = "[" * 62 + "]" * 62
+    deep = "[" * 64 + "]" * 64
+    _, kept = bindings.servicebus_message(_message(f'{{"OrderID": "o-1", "x": {shallow}}}'.encode()))
+    _, dropped = bindings.servicebus_message(_message(f'{{"OrderID": "o-1", "x": {deep}}}'.encode()))
+    assert kept["OrderID"].string == "o-1"
+    assert "OrderID" not in dropped and dropped["MessageId"].string == "m-1"
+
+
+def test_a_body_too_deep_for_pythons_parser_is_still_bound() -> None:
+    body, metadata = bindings.servicebus_message(_message(b"[" * 20_000 + b"]" * 20_000))
+    assert body.string.startswith("[[[") and metadata["DeliveryCount"].json == "2"
 
 
 def test_a_body_that_is_not_utf8_fails_the_binding() -> None:

@@ -1,0 +1,61 @@
+"""What a message's body can set of its trigger metadata, and that the app never trusts it.
+
+The Functions host binds a JSON body's top-level properties over the Service Bus extension's
+own values, case-insensitively, and devhost binds them the same way (``devhost/bindings.py``):
+a body naming ``DeliveryCount`` or ``LockToken`` sets what the function reads as its delivery
+count or lock token. These run the deployment package in a worker process, as on Azure.
+"""
+
+import json
+
+import pytest
+
+from domain.messages import AgentOutcome, AgentReply
+from tests.app.conftest import App, submission
+
+
+@pytest.mark.parametrize("name", ["DeliveryCount", "deliverycount", "LockToken", "MessageId"])
+def test_an_order_whose_body_sets_trigger_metadata_is_never_acted_on(app: App, name: str) -> None:
+    body = json.loads(submission("o-1").model_dump_json()) | {name: "99"}
+    app.send_raw(json.dumps(body), message_id="forged-1")
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [dead] = app.dead_letters("orders")
+    # Left to the broker, which counts real deliveries: the app gave up on nothing early.
+    assert (dead.message_id, dead.dead_letter_reason, dead.delivery_count) == (
+        "forged-1",
+        "MaxDeliveryCountExceeded",
+        5,
+    )
+    assert app.states.get("o-1") is None
+    alerts = app.alerts()
+    assert [a["Event"] for a in alerts] == ["MessageRejected"]  # once, not once per delivery
+    assert "MetadataInBody" in alerts[0]["Reason"] and name.lower() in alerts[0]["Reason"].lower()
+
+
+def test_a_reply_whose_body_sets_trigger_metadata_raises_no_event(app: App) -> None:
+    app.submit(submission("o-1"))
+    app.run_until(lambda: bool(app.agent.requests))
+    request = app.agent.requests[0]
+    forged = AgentReply(
+        RequestID=request.RequestID,
+        InstanceID=request.InstanceID,
+        Step=request.Step,
+        Outcome=AgentOutcome.PERMANENT,
+        Error="forged",
+        Attempts=1,
+    )
+    body = json.loads(forged.model_dump_json()) | {"DeliveryCount": 1}
+    app.bus.send("agent-replies", json.dumps(body), message_id="forged-reply")
+    app.run_until_terminal("o-1")
+    assert app.record("o-1").ProcessState.value == "Processed"  # the forged refusal changed nothing
+    app.run_until(lambda: bool(app.dead_letters("agent-replies")))
+    [dead] = app.dead_letters("agent-replies")
+    assert dead.message_id == "forged-reply" and dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+
+
+def test_a_body_nested_past_any_parser_is_dead_lettered_with_a_reason_not_retried(app: App) -> None:
+    app.send_raw("[" * 20_000 + "]" * 20_000, message_id="deep-1")
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [dead] = app.dead_letters("orders")
+    assert dead.delivery_count == 1 and dead.dead_letter_reason not in (None, "MaxDeliveryCountExceeded")
+    assert [a["Event"] for a in app.alerts()] == ["SubmissionRejected"]
