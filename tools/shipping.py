@@ -15,7 +15,7 @@ import importlib.metadata
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -80,12 +80,15 @@ def module_name(relative: str) -> str:
 def imported_names(root: Path, relative: str) -> set[str]:
     """Every dotted name the file imports, at any depth: ``from x import y`` gives ``x.y``, which
     is a module or an attribute of ``x`` (resolved by the caller)."""
-    path = root / relative
-    package = (
-        module_name(relative) if path.name == "__init__.py" else module_name(relative).rpartition(".")[0]
-    )
+    name = module_name(relative)
+    package = name if relative.endswith("__init__.py") else name.rpartition(".")[0]
+    return set(_names_in((root / relative).read_text(), package))
+
+
+@cache  # by source text: a mutated copy re-parses only the file that changed
+def _names_in(source: str, package: str) -> frozenset[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), relative)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -94,7 +97,7 @@ def imported_names(root: Path, relative: str) -> set[str]:
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(p for p in [*parent, base] if p)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
 def first_party(root: Path, name: str) -> str | None:
@@ -319,6 +322,11 @@ def pins(root: Path, relative: str) -> dict[str, str]:
 
 
 @cache
+def _top_level_owners() -> Mapping[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+@cache
 def _files_of(distribution: str) -> frozenset[str]:
     """Modules a distribution defines itself (``azure/core/__init__.py`` gives ``azure.core``)."""
     modules: set[str] = set()
@@ -335,7 +343,7 @@ def distributions_of(name: str) -> set[str]:
     """The distributions that provide the module a dotted import name reaches. A top-level name
     most distributions own alone; a namespace package (``azure``, ``opentelemetry``) is split
     among many, so the longest prefix one of them defines decides."""
-    candidates = importlib.metadata.packages_distributions().get(name.split(".", maxsplit=1)[0], [])
+    candidates = _top_level_owners().get(name.split(".", maxsplit=1)[0], [])
     if len(set(candidates)) <= 1:
         return {canonical(c) for c in candidates}
     parts = name.split(".")
@@ -417,6 +425,11 @@ def requirement_problems(root: Path) -> list[str]:
     return problems
 
 
+@cache
+def _requirements_of(distribution: str) -> tuple[Requirement, ...]:
+    return tuple(Requirement(text) for text in importlib.metadata.requires(distribution) or [])
+
+
 def installed_by(names: Iterable[str]) -> set[str]:
     """The distributions ``pip install`` of ``names`` brings: them and their dependencies, with
     the environment markers and extras evaluated as pip would here."""
@@ -427,8 +440,7 @@ def installed_by(names: Iterable[str]) -> set[str]:
         if (name, extras) in seen:
             continue
         seen.add((name, extras))
-        for text in importlib.metadata.requires(name) or []:
-            requirement = Requirement(text)
+        for requirement in _requirements_of(name):
             marker = requirement.marker
             if marker is None or any(marker.evaluate({"extra": e}) for e in extras | {""}):
                 todo.append((canonical(requirement.name), frozenset(requirement.extras)))
