@@ -314,7 +314,9 @@ def pins(root: Path, relative: str) -> dict[str, str]:
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
         if line.startswith("-r"):
-            found |= pins(root, line.removeprefix("-r").strip())
+            # pip reads an included file relative to the one that includes it
+            included = os.path.normpath(Path(relative).parent / line.removeprefix("-r").strip())
+            found |= pins(root, Path(included).as_posix())
         elif line:
             name, _, version = line.partition("==")
             found[canonical(name)] = version.strip()
