@@ -19,7 +19,7 @@ venv: $(STAMP) $(PROTO_PY)
 python:
 	@test -n "$(PYTHON)" || bash scripts/find-python.sh $(PYTHON_VERSION)
 
-$(STAMP): requirements.txt requirements-dev.txt | python
+$(STAMP): requirements.txt agent_worker/requirements.txt requirements-dev.txt | python
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

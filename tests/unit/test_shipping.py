@@ -1,104 +1,242 @@
-"""What ships holds the app alone: nothing deployed imports the local harness, and nothing the
-deployed code imports is left out.
+"""What ships is exactly what runs (tools/shipping.py).
 
 Two artefacts ship: the Function App package (the repository minus ``.funcignore``) and the
-Agent's image (what ``agent_worker/Dockerfile`` copies). Each is followed from its entry point
-through every first-party import, lazy ones inside functions included.
+Agent's image (what ``agent_worker/Dockerfile`` copies of what ``.dockerignore`` admits). Their
+module files must be the import closures of their entry points, lazy imports included, and what
+their code imports directly must be pinned in their own requirements. The checks run on the
+repository, and on a copy with one mistake put in, which each must catch.
 """
 
 import ast
-import re
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tools import shipping
 from tools.deploy_package import deployed_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # The local stack and the tools around it: they may import the app, never the reverse.
 HARNESS = {"devhost", "simulator", "demo", "testing", "tests", "bench", "tools", "ops", "emulators"}
 APP_PACKAGES = {"activities", "adapters", "domain", "orchestrators", "services"}
+PROFILES = ("adapters/azure_profile.py", "adapters/embedded_profile.py")
+# Where imports wait inside functions: the composition root picks a profile, then the Azure
+# profile imports its SDKs.
+LAZY_IMPORTERS = ("adapters/factory.py", "adapters/azure_profile.py")
 
 
-def _module_file(name: str) -> Path | None:
-    base = ROOT.joinpath(*name.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
+def test_the_package_holds_exactly_the_apps_modules() -> None:
+    assert shipping.package_problems(ROOT) == []
 
 
-def _imported(path: Path, package: str) -> set[str]:
-    """First-party module names ``path`` imports, at any depth in the file."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                module = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], module])
-                module = module.strip(".")
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return {n for n in names if _module_file(n) is not None}
-
-
-def import_closure(entry: str) -> set[str]:
-    """Every first-party module ``entry`` reaches, with the packages that hold them."""
-    seen: set[str] = set()
-    todo = [entry]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages run first
-        path = _module_file(name)
-        assert path is not None, name
-        package = name if path.name == "__init__.py" else ".".join(parts[:-1])
-        todo += sorted(_imported(path, package) - seen)
-    return seen
-
-
-def _tops(modules: set[str]) -> set[str]:
-    return {m.split(".")[0] for m in modules}
-
-
-def test_the_function_app_imports_only_what_ships() -> None:
-    reached = _tops(import_closure("function_app"))
-    assert not reached & HARNESS, f"the app imports the local harness: {sorted(reached & HARNESS)}"
-    assert reached == APP_PACKAGES | {"function_app"}
-
-
-def test_the_deployment_package_is_exactly_the_app() -> None:
+def test_the_package_is_the_app_and_its_two_files() -> None:
     shipped = {p.parts[0] for p in deployed_files(ROOT)}
     assert shipped == APP_PACKAGES | {"function_app.py", "host.json", "requirements.txt"}
 
 
-def test_the_package_leaves_out_caches_and_local_settings(tmp_path: Path) -> None:
+def test_the_package_leaves_out_caches_and_local_settings() -> None:
     shipped = [str(p) for p in deployed_files(ROOT)]
     assert not [p for p in shipped if "__pycache__" in p or p.endswith(".pyc")]
     assert not [p for p in shipped if "local.settings" in p]
 
 
-def _dockerfile_copies() -> set[str]:
-    text = (ROOT / "agent_worker" / "Dockerfile").read_text()
-    copied = {m.rstrip("/") for line in re.findall(r"^COPY (.+)$", text, re.M) for m in line.split()[:-1]}
-    return {c for c in copied if (ROOT / c).is_dir()}
+def test_every_funcignore_line_means_the_same_to_core_tools_and_azd() -> None:
+    assert shipping.funcignore_problems(ROOT) == []
 
 
-def test_the_agent_image_copies_exactly_what_the_agent_imports() -> None:
-    reached = _tops(import_closure("agent_worker.__main__"))
-    assert not reached & HARNESS, f"the agent imports the local harness: {sorted(reached & HARNESS)}"
-    assert _dockerfile_copies() == reached
+def _lazy_imports(relative: str) -> set[str]:
+    """Names imported inside functions: run only when a profile is picked, never at import."""
+    tree = ast.parse((ROOT / relative).read_text())
+    return {
+        f"{node.module}.{alias.name}" if isinstance(node, ast.ImportFrom) else alias.name
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_both_profiles_and_what_they_import_lazily_are_in_the_closure() -> None:
+    reached = shipping.closure_files(ROOT, shipping.APP_ENTRY)
+    assert set(PROFILES) <= reached
+    pinned = shipping.pins(ROOT, shipping.APP_REQUIREMENTS)
+    for relative in LAZY_IMPORTERS:
+        lazy = _lazy_imports(relative)
+        assert lazy, f"{relative} imports nothing lazily: this test checks nothing"
+        ours = {m for m in (shipping.first_party(ROOT, n) for n in lazy) if m is not None}
+        assert {shipping.module_file(ROOT, m) for m in ours} <= reached
+        third_party = {n for n in lazy if shipping.first_party(ROOT, n) is None}
+        theirs = {d for n in third_party for d in shipping.distributions_of(n)}
+        assert theirs <= pinned.keys(), f"{relative} imports {sorted(theirs - pinned.keys())} unpinned"
+
+
+def test_the_image_holds_exactly_the_agents_modules() -> None:
+    assert shipping.image_problems(ROOT) == []
+
+
+def test_the_image_copies_only_packages_the_agent_reaches() -> None:
+    packages = {f.split("/")[0] for f in shipping.closure_files(ROOT, shipping.AGENT_ENTRY)}
+    copied = {c.rstrip("/") for c in shipping.dockerfile_copies(ROOT)} - {shipping.AGENT_REQUIREMENTS}
+    assert copied == packages
+    assert not packages & HARNESS
+
+
+def test_every_direct_import_is_pinned_and_every_pin_imported() -> None:
+    assert shipping.requirement_problems(ROOT) == []
+
+
+def test_the_sdks_core_and_opentelemetry_are_pinned_not_transitive() -> None:
+    """What arrived only with another distribution before: imported directly, so pinned."""
+    pinned = shipping.pins(ROOT, shipping.APP_REQUIREMENTS)
+    assert {"azure-core", "opentelemetry-api", "opentelemetry-sdk", "requests", "urllib3"} <= pinned.keys()
+
+
+def test_namespace_packages_resolve_to_the_distribution_of_the_module() -> None:
+    assert shipping.distributions_of("azure.core.MatchConditions") == {"azure-core"}
+    assert shipping.distributions_of("opentelemetry.trace") == {"opentelemetry-api"}
+    assert shipping.distributions_of("opentelemetry.sdk.trace.TracerProvider") == {"opentelemetry-sdk"}
+    assert shipping.distributions_of("azure.monitor.opentelemetry.configure_azure_monitor") == {
+        "azure-monitor-opentelemetry"
+    }
+
+
+def test_no_shipped_module_imports_a_dev_only_package() -> None:
+    assert shipping.dev_only_problems(ROOT) == []
+
+
+def test_the_dev_only_set_is_derived_from_the_requirements() -> None:
+    dev = shipping.installed_by(shipping.pins(ROOT, shipping.DEV_REQUIREMENTS))
+    app = shipping.installed_by(shipping.pins(ROOT, shipping.APP_REQUIREMENTS))
+    agent = shipping.installed_by(shipping.pins(ROOT, shipping.AGENT_REQUIREMENTS))
+    assert {"rich", "pytest", "croniter", "pathspec"} <= dev - app - agent
+    assert "aiohttp" in agent
+    assert "aiohttp" in app  # the Durable SDK's client: installed, but not the app's to import
 
 
 @pytest.mark.parametrize("package", sorted(APP_PACKAGES | {"agent_worker"}))
 def test_no_shipped_module_imports_the_harness(package: str) -> None:
     """Stricter than the closures: a module nothing imports yet may not reach for it either."""
     for path in sorted((ROOT / package).rglob("*.py")):
-        dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        bad = _tops(_imported(path, dotted.rsplit(".", 1)[0])) & HARNESS
-        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+        relative = path.relative_to(ROOT).as_posix()
+        bad = {n.split(".")[0] for n in shipping.imported_names(ROOT, relative)} & HARNESS
+        assert not bad, f"{relative} imports {sorted(bad)}"
+
+
+# --- mutations: a copy of what the checks read, with one mistake put in -------------------------
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    """The files the checks read: both artefacts' files and the files that define them."""
+    defining = {
+        ".funcignore",
+        ".dockerignore",
+        shipping.DOCKERFILE,
+        shipping.APP_REQUIREMENTS,
+        shipping.AGENT_REQUIREMENTS,
+        shipping.DEV_REQUIREMENTS,
+        "servicebus/Config.json",  # the root folder `/servicebus/` is there to leave out
+    }
+    for relative in shipping.package_files(ROOT) | shipping.image_files(ROOT) | defining:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, tmp_path / relative)
+    return tmp_path
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path.name} no longer holds {old!r}: the mutation would test nothing"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_unmutated_copy_passes_every_check(copy: Path) -> None:
+    assert shipping.problems(copy) == []
+
+
+def test_an_unanchored_servicebus_line_fails_the_package_check(copy: Path) -> None:
+    """Today's bug: `servicebus/` also left out adapters/servicebus/, so every function failed."""
+    _edit(copy / ".funcignore", "\n/servicebus/\n", "\nservicebus/\n")
+    problems = shipping.package_problems(copy)
+    assert "adapters/servicebus/azure.py: the app imports it, but the package leaves it out" in problems
+    assert any("'servicebus/' is not anchored" in p for p in shipping.funcignore_problems(copy))
+
+
+def test_a_cache_line_for_nested_folders_only_misses_the_root_for_azd(copy: Path) -> None:
+    _edit(copy / ".funcignore", "/__pycache__/\n", "")
+    assert ".funcignore: __pycache__/function_app.cpython-313.pyc is left out by azd (gitignore) only" in (
+        shipping.funcignore_problems(copy)
+    )
+
+
+@pytest.mark.parametrize(
+    ("requirements", "pin", "expected"),
+    [
+        ("requirements.txt", "azure-core==", "adapters/resilience.py"),
+        ("requirements.txt", "opentelemetry-sdk==", "adapters/telemetry_export.py"),
+        ("agent_worker/requirements.txt", "purgatory==", "agent_worker/worker.py"),
+    ],
+)
+def test_removing_a_pinned_direct_dependency_fails(
+    copy: Path, requirements: str, pin: str, expected: str
+) -> None:
+    path = copy / requirements
+    line = next(line for line in path.read_text().splitlines() if line.startswith(pin))
+    _edit(path, f"{line}\n", "")
+    name = pin.removesuffix("==")
+    problems = shipping.requirement_problems(copy)
+    assert any(expected in p and f"imports {name}, which {requirements} does not pin" in p for p in problems)
+
+
+def test_pinning_what_nothing_imports_fails(copy: Path) -> None:
+    _edit(copy / "requirements.txt", "tenacity==9.2.1\n", "tenacity==9.2.1\nrich==15.0.0\n")
+    problems = shipping.requirement_problems(copy)
+    expected = (
+        "requirements.txt: pins rich, which the Function App package never imports (drop it, or say why)"
+    )
+    assert expected in problems
+
+
+@pytest.mark.parametrize(
+    ("module", "package", "distribution"),
+    [
+        ("services/settings.py", "rich", "rich"),  # in both artefacts
+        ("adapters/factory.py", "croniter", "croniter"),  # the package only
+        ("agent_worker/worker.py", "pytest", "pytest"),  # the image only
+    ],
+)
+def test_importing_a_dev_only_package_from_shipped_code_fails(
+    copy: Path, module: str, package: str, distribution: str
+) -> None:
+    path = copy / module
+    path.write_text(f"import {package}\n{path.read_text()}")
+    problems = shipping.dev_only_problems(copy)
+    assert any(
+        p.startswith(f"{module}: imports {distribution}, which only requirements-dev.txt installs")
+        for p in problems
+    )
+
+
+def test_importing_aiohttp_from_the_app_fails_though_the_durable_sdk_brings_it(copy: Path) -> None:
+    path = copy / "services" / "frontend.py"
+    path.write_text(f"import aiohttp\n{path.read_text()}")
+    assert "services/frontend.py: imports aiohttp, which requirements.txt does not pin" in (
+        shipping.requirement_problems(copy)
+    )
+
+
+def test_a_dockerignore_that_lets_the_harness_in_fails(copy: Path) -> None:
+    (copy / "devhost").mkdir()
+    (copy / "devhost" / "__init__.py").write_text("")
+    (copy / ".dockerignore").write_text((copy / ".dockerignore").read_text() + "!devhost/\n")
+    assert ".dockerignore admits devhost/__init__.py, which the Dockerfile never copies" in (
+        shipping.image_problems(copy)
+    )
+
+
+def test_an_image_without_a_module_the_agent_imports_fails(copy: Path) -> None:
+    _edit(copy / ".dockerignore", "!domain/policy.py\n", "")
+    assert "domain/policy.py: the agent imports it, but the image leaves it out" in shipping.image_problems(
+        copy
+    )
