@@ -500,6 +500,16 @@ class LocalServiceBus:
         ).fetchone()
         return {key: int(row[key]) for key in ("active", "scheduled", "locked", "dead_letter")}
 
+    def active_count(self, queue: str) -> int:
+        """Messages a receiver could take now, as Service Bus's activeMessageCount; no lock taken."""
+        conn = self._connection()
+        config, dead_lettered = self._entity(conn, queue)
+        row = conn.execute(
+            "SELECT COUNT(*) FROM messages WHERE queue = ? AND dead_lettered = ? AND visible_at <= ?",
+            (config.name, int(dead_lettered), format_ts(self._now())),
+        ).fetchone()
+        return int(row[0])
+
     def next_due(self) -> datetime | None:
         """The earliest future moment at which a message becomes receivable, in any queue."""
         row = (
