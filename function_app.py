@@ -133,10 +133,19 @@ def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-u
 
 # An activity is handed a plain dict (JsonObject: an annotation the worker accepts, where it
 # refuses dict[str, Any]); activities.contracts says what it holds.
+# The Durable client input on an activity (docs/design.md "Work-conserving claims"): when the
+# attempt ends, on the same call that wrote its final state, the freed slot starts the next order.
 @app.function_name(Activity.ADVANCE.value)
 @app.activity_trigger(input_name="payload")
-def advance(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.advance, payload)
+@app.durable_client_input(client_name="client")
+async def advance(
+    payload: contracts.JsonObject, client: df.DurableOrchestrationClient
+) -> contracts.JsonObject:
+    # The stores' clients block: off the event loop, as in submit_order.
+    result = await asyncio.to_thread(_activity, functions.advance, payload)
+    if contracts.ADVANCE.answer(result).Ending is not None:
+        await scheduling.refill(client, ports())
+    return result
 
 
 # The first engine (one orchestrator per version, one activity per action), registered until the

@@ -24,6 +24,7 @@ from adapters.sql.orders import (
 )
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from adapters.storage.lease import BlobLeaderLease
+from domain.ports import QueueDepth
 from services.settings import Settings
 
 DIALECTS: dict[str, SqlDialect] = {
@@ -275,6 +276,20 @@ def servicebus_messaging(settings: Settings) -> ServiceBusMessaging:
         **sdk_retries(settings),
     )
     return ServiceBusMessaging(client)
+
+
+def queue_depth(settings: Settings) -> QueueDepth | None:
+    """The orders queue's count for admission control: over ARM with the Reader role in Azure,
+    or the administration client for a connection string; None when neither is configured."""
+    from adapters.servicebus.queue_depth import AdminQueueDepth, ArmQueueDepth  # noqa: PLC0415
+
+    if settings.orders_queue_resource_id:
+        return ArmQueueDepth(
+            settings.orders_queue_resource_id, _credential(settings), timeout=settings.call_timeout_seconds
+        )
+    if settings.servicebus_connection:
+        return AdminQueueDepth(settings.servicebus_connection)
+    return None
 
 
 def store_builders(settings: Settings) -> StoreBuilders:

@@ -21,8 +21,10 @@ from domain.ports import (
     LeaderLease,
     MessageSender,
     MessageSettlement,
+    QueueDepth,
     StateStore,
 )
+from services.admission import Admission
 from services.context import Ports
 from services.indexed_state_store import IndexedStateStore
 from services.notifications import raise_alert
@@ -108,6 +110,14 @@ def _messaging(settings: Settings, clock: Clock) -> Messaging:
     return azure_profile.servicebus_messaging(settings)
 
 
+def _queue_depth(settings: Settings, messaging: Messaging) -> QueueDepth | None:
+    if isinstance(messaging, QueueDepth):
+        return messaging  # the local bus counts its own file
+    from adapters import azure_profile  # noqa: PLC0415 - needs the Azure SDKs
+
+    return azure_profile.queue_depth(settings)
+
+
 def build_ports(settings: Settings, clock: Clock) -> Ports:
     """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
     within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``, and the first such
@@ -126,6 +136,15 @@ def build_ports(settings: Settings, clock: Clock) -> Ports:
         # The Supervisor scans a recovery index instead of the records (E14).
         states = IndexedStateStore(states, shield(RECOVERY_INDEX, stores.recovery_index))
     sender: MessageSender = guard(lambda: messaging, SERVICE_BUS, policy, outages)
+    # Unguarded: a count that cannot be read must not hold a POST for a whole retry budget;
+    # Admission keeps the last count it read instead.
+    admission = Admission(
+        states,
+        _queue_depth(settings, messaging),
+        clock,
+        queue=settings.orders_queue,
+        cache=timedelta(seconds=settings.queue_depth_cache_seconds),
+    )
     return Ports(
         settings=settings,
         states=states,
@@ -137,4 +156,5 @@ def build_ports(settings: Settings, clock: Clock) -> Ports:
         leader=shield(LEASE_STORE, lambda: _leader(settings, clock)),
         instance_name=INSTANCE_NAME,
         outages=outages,
+        admission=admission,
     )

@@ -34,7 +34,9 @@ def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgent
 
         credential = DefaultAzureCredential(managed_identity_client_id=settings.managed_identity_client_id)
         client = ServiceBusClient(str(settings.servicebus_namespace), credential)
-    return ServiceBusAgentMessaging(client, settings.requests_queue, settings.replies_queue)
+    return ServiceBusAgentMessaging(
+        client, settings.requests_queue, settings.replies_queue, idle_wait=settings.idle_wait
+    )
 
 
 async def _run(settings: AgentSettings, name: str) -> int:

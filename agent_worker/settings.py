@@ -4,6 +4,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
 from services.settings import SettingsError, settings_from_env
 
 AgentSettingsError = SettingsError
@@ -30,6 +31,15 @@ class AgentSettings(BaseModel):
     breaker_recovery_seconds: float = Field(10.0, alias="AGENT_BREAKER_RECOVERY_SECONDS", gt=0)
     poll_interval_seconds: float = Field(0.05, alias="AGENT_POLL_INTERVAL_SECONDS", gt=0)
     shutdown_grace_seconds: float = Field(20.0, alias="AGENT_SHUTDOWN_GRACE_SECONDS", ge=0)
+    # Service Bus: how long a receive waits while the agent holds no message (each receive call is
+    # billed; an idle replica makes about 60 / this a minute). At most the shutdown grace, so a
+    # stop never has to cancel a waiting receive (idle_wait); no lock is held while it waits.
+    idle_receive_wait_seconds: float = Field(15.0, alias="AGENT_IDLE_RECEIVE_WAIT_SECONDS", gt=0, le=60)
+
+    @property
+    def idle_wait(self) -> float:
+        """The idle receive's wait, within the shutdown grace (and never under the busy wait)."""
+        return max(RECEIVE_WAIT_SECONDS, min(self.idle_receive_wait_seconds, self.shutdown_grace_seconds))
 
     @property
     def uses_local_servicebus(self) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.record import StateRecord
@@ -158,6 +158,13 @@ class MessageSender(Protocol):
     ) -> None:
         """Send one message. ``message_id`` is the broker's duplicate-detection key (E9);
         ``scheduled_at``: the message stays invisible until then (Service Bus scheduled messages)."""
+        ...
+
+
+@runtime_checkable
+class QueueDepth(Protocol):
+    def active_messages(self, queue: str) -> int:
+        """Messages on ``queue`` that a receiver could take now (not locked, not scheduled)."""
         ...
 
 

@@ -281,6 +281,7 @@ module functionApp 'modules/functionapp.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.applicationInsightsConnectionString
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     ordersQueueName: serviceBus.outputs.ordersQueueName
+    ordersQueueId: serviceBus.outputs.ordersQueueId
     agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
     agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
     operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName

@@ -86,3 +86,28 @@ def claim_one(
         return None
     telemetry.transitions.add(1, {"to_state": claimed.ProcessState.value})
     return claim
+
+
+# A finisher that loses the race for the oldest order tries the next ones: two finishers that end
+# together then start two orders, not one (each candidate is still claimed conditionally).
+NEXT_CANDIDATES = 4
+
+
+def claim_next(
+    states: StateStore, clock: Clock, policy: SchedulerPolicy, *, max_in_flight: int
+) -> Claim | None:
+    """The slot an attempt just freed claims the oldest claimable record (work-conserving claims):
+    the starter's conditional replace, so two finishers never claim one attempt. None when the
+    cap is full (another finisher or a starter filled the slot) or nothing is claimable."""
+    if states.count_in_states(LOCKED_STATES) >= max_in_flight:
+        return None
+    now = clock.now()
+    for candidate in states.query_claimable(now, NEXT_CANDIDATES):
+        try:
+            claimed = transitions.claim(candidate.record, now=now, policy=policy)
+            claim = Claim(states.replace(claimed, candidate.etag))
+        except (PreconditionFailed, NotClaimable):
+            continue  # another finisher or a starter took it: the next one
+        telemetry.transitions.add(1, {"to_state": claimed.ProcessState.value})
+        return claim
+    return None

@@ -12,6 +12,7 @@ from domain.ports import (
     OrdersRepository,
     StateStore,
 )
+from services.admission import Admission
 from services.outages import OutageMonitor
 from services.record_cache import LruCache, RecordCache
 from services.settings import Settings
@@ -35,6 +36,8 @@ class Ports:
     orders_read: LruCache[OrderRow] = field(default_factory=LruCache)
     # Which dependencies are down now; one alert per outage (docs/operating.md "Transient faults").
     outages: OutageMonitor | None = None
+    # The front end's backlog (C3): the orders queue and the Pending records, cached briefly.
+    admission: Admission | None = None
 
     def close(self) -> None:
         """Release what the adapters hold (connections, open files), for a host that unloads the

@@ -4,14 +4,16 @@ Every request is made by a registered submitting app, known from the principal A
 Authentication puts on the request (``domain.apps``): the app decides nothing by what it sends.
 An app submits for itself, hears back on its own status queue and sees only its own orders.
 
-Backpressure is visible to the submitter: while the backlog of Pending orders passes the
-threshold, new submissions get 429 with Retry-After instead of silently growing the store.
+Backpressure is visible to the submitter: while the backlog (the orders queue's active messages
+plus the Pending records, ``services.admission``) passes the threshold, new submissions get 429
+with a Retry-After from the measured drain rate, instead of silently growing the queue.
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.admission import Backlog
 from domain.apps import NotAuthenticated, SubmittingApp, caller_client_id
 from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
@@ -77,6 +79,8 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
             message_id=queued.message_id(),
             correlation_id=order.OrderID,
         )
+        if ports.admission is not None:
+            ports.admission.admitted()
     elif stored.record.OrderHash != queued.order_hash():
         return _error(409, "OrderConflict", f"OrderID {order.OrderID} is taken by a different order")
     status_url = f"{base_url}/orders/{order.OrderID}"
@@ -91,14 +95,22 @@ def unavailable(outage: DependencyUnavailable, ports: Ports) -> Reply:
 
 
 def _backlog(ports: Ports) -> Reply | None:
-    """429 with Retry-After while too many orders wait to be claimed (C3)."""
+    """429 with Retry-After while too many orders wait: queued or Pending (C3)."""
     settings = ports.settings
-    backlog = ports.states.count_in_states(frozenset({ProcessState.PENDING}))
-    if backlog < settings.backlog_threshold:
+    fallback = settings.backlog_retry_after_seconds
+    if ports.admission is None:
+        backlog = Backlog(0, ports.states.count_in_states(frozenset({ProcessState.PENDING})))
+        retry_after = fallback
+    else:
+        backlog = ports.admission.backlog()
+        retry_after = ports.admission.retry_after(backlog, settings.backlog_threshold, fallback)
+    if backlog.total < settings.backlog_threshold:
         return None
-    retry_after = str(settings.backlog_retry_after_seconds)
-    detail = f"{backlog} orders are waiting; try again in {retry_after}s"
-    return _error(429, "Backlog", detail, {"Retry-After": retry_after})
+    detail = (
+        f"{backlog.total} orders are waiting ({backlog.queued} queued, {backlog.pending} pending);"
+        f" try again in {retry_after}s"
+    )
+    return _error(429, "Backlog", detail, {"Retry-After": str(retry_after)})
 
 
 def order_view(order_id: str, headers: Mapping[str, str], ports: Ports) -> Reply:

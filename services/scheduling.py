@@ -10,7 +10,7 @@ from domain.ports import Stored
 from domain.states import ProcessState
 from domain.workflow import ATTEMPT_ORCHESTRATOR
 from services import telemetry
-from services.claim_pending import Claim, ClaimReport, claim_one, claim_pending
+from services.claim_pending import Claim, ClaimReport, claim_next, claim_one, claim_pending
 from services.context import Ports
 from services.notifications import notify_gave_up
 from services.supervise import SupervisionReport, supervise
@@ -86,6 +86,29 @@ async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) 
     ports.records.remember(claim.stored)
     await _start(client, claim)
     return True
+
+
+async def refill(client: OrchestrationStarter, ports: Ports) -> Claim | None:
+    """An attempt has ended: the slot it freed claims and starts the oldest claimable order now,
+    so a backlog drains at the rate attempts end rather than at the starter's. Called after the
+    ending's write; a failure here leaves the order Pending for the starter's next tick."""
+    settings = ports.settings
+    try:
+        claim = await asyncio.to_thread(
+            claim_next,
+            ports.states,
+            ports.clock,
+            settings.scheduler_policy,
+            max_in_flight=settings.max_in_flight,
+        )
+    except Exception:  # the attempt's own work is done; the starter sweeps what this missed
+        log.exception("could not refill a freed slot; the starter will")
+        return None
+    if claim is None:
+        return None
+    ports.records.remember(claim.stored)
+    await _start(client, claim)
+    return claim
 
 
 async def _start(client: OrchestrationStarter, claim: Claim) -> None:

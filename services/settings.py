@@ -87,6 +87,13 @@ class Settings(BaseModel):
     # C3: the front end answers 429 while this many orders wait to be claimed.
     backlog_threshold: int = Field(500, alias="SAS_BACKLOG_THRESHOLD", ge=1)
     backlog_retry_after_seconds: int = Field(5, alias="SAS_BACKLOG_RETRY_AFTER_SECONDS", ge=1)
+    # The orders queue's active-message count, read at most this often per process (C3): a burst
+    # is counted from the front end's own admissions between two reads.
+    queue_depth_cache_seconds: float = Field(5, alias="SAS_QUEUE_DEPTH_CACHE_SECONDS", gt=0, le=300)
+    # Azure: the orders queue's ARM resource ID, whose countDetails the front end reads with the
+    # Reader role on that queue alone (docs/design.md "Admission control"). Unset: the count comes
+    # from the local bus, or from the administration client where a connection string is set.
+    orders_queue_resource_id: str | None = Field(None, alias="SAS_ORDERS_QUEUE_RESOURCE_ID")
     claim_batch_size: int = Field(20, alias="SAS_CLAIM_BATCH_SIZE", ge=1)
     start_grace_seconds: float = Field(60, alias="SAS_START_GRACE_SECONDS", gt=0, le=86400)
     step_timeout_seconds: float = Field(30, alias="SAS_STEP_TIMEOUT_SECONDS", gt=0, le=86400)

@@ -76,10 +76,25 @@ class LocalAgentMessaging:
 class ServiceBusAgentMessaging:
     """The agent's queues on Service Bus (azure-servicebus aio). One receiver, so one lock:
     the SDK's receiver is not safe for concurrent use, and settlement must use the link that
-    received the message. Receives wait briefly, so a settlement never queues for long."""
+    received the message.
 
-    def __init__(self, client: ServiceBusClient, requests_queue: str, replies_queue: str) -> None:
+    While this agent holds a message, receives wait briefly (RECEIVE_WAIT_SECONDS), so its
+    settlement or lock renewal never queues for long behind one. While it holds none there is
+    nothing to settle or renew: a receive waits ``idle_wait`` seconds, so an idle replica makes a
+    few receive calls a minute rather than five a second. ``idle_wait`` is at most the shutdown
+    grace, so a stop lets the idle receive end by itself instead of cancelling it."""
+
+    def __init__(
+        self,
+        client: ServiceBusClient,
+        requests_queue: str,
+        replies_queue: str,
+        *,
+        idle_wait: float = RECEIVE_WAIT_SECONDS,
+    ) -> None:
         self.client = client
+        self.idle_wait = idle_wait
+        self.receive_calls = 0
         self.requests_queue = requests_queue
         self.receiver = client.get_queue_receiver(requests_queue, prefetch_count=0)
         self.sender = client.get_queue_sender(replies_queue)
@@ -97,9 +112,10 @@ class ServiceBusAgentMessaging:
                 # Open the link first: a receive's short max_wait_time would also bound its opening.
                 await self.receiver.__aenter__()
                 self._opened = True
-            batch = await self.receiver.receive_messages(
-                max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
-            )
+            # Read under the lock: nothing is received or settled meanwhile, so "holds none" holds.
+            wait = RECEIVE_WAIT_SECONDS if self._held else self.idle_wait
+            self.receive_calls += 1
+            batch = await self.receiver.receive_messages(max_message_count=max_messages, max_wait_time=wait)
         views = []
         for message in batch:
             view = from_sdk(self.requests_queue, message)

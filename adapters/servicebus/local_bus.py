@@ -11,7 +11,13 @@ case-insensitive entity paths.
 
 Every time is taken from the injected clock, so a host with a virtual clock can jump to
 ``next_due()`` instead of sleeping. Receive and settle run in ``BEGIN IMMEDIATE`` transactions,
-which makes their select-then-update atomic across threads and processes.
+which makes their select-then-update atomic across threads and processes; a receive first looks
+without a transaction, so one that finds nothing never takes the write lock.
+
+``synchronous=NORMAL`` (WAL): a commit is durable against the process being killed, which is what
+a local bus must survive (tests/contract/test_local_bus_kill.py kills a sender mid-burst); a power
+loss may undo the last commits, which nothing local relies on. FULL cost 0.39 ms a transaction
+against 0.027 ms, on the file every send, receive and settlement writes.
 """
 
 import json
@@ -144,7 +150,7 @@ class LocalServiceBus:
         queues: Iterable[QueueConfig] = (),
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self._db = SqliteDatabase(path, SCHEMA, rows=True)
+        self._db = SqliteDatabase(path, SCHEMA, rows=True, synchronous="NORMAL")
         self.path = self._db.path
         self._clock = clock or _system_clock
         for config in queues:
@@ -334,6 +340,8 @@ class LocalServiceBus:
         if lock_duration is not None and lock_duration < _MICROSECOND:
             raise ValueError("lock_duration must be positive")
         received: list[ReceivedMessage] = []
+        if not self._anything_receivable(queue):
+            return received  # an idle receiver takes no write lock
         with self._transaction() as conn:
             config, dead_lettered = self._entity(conn, queue)
             duration = lock_duration or config.lock_duration
@@ -381,6 +389,17 @@ class LocalServiceBus:
                         )
                     )
         return received
+
+    def _anything_receivable(self, queue: str) -> bool:
+        """A look without a transaction (WAL: readers never wait for the writer). A message that
+        arrives just after is found by the next receive, as on Service Bus."""
+        conn = self._connection()
+        config, dead_lettered = self._entity(conn, queue)
+        row = conn.execute(
+            "SELECT 1 FROM messages WHERE queue = ? AND dead_lettered = ? AND visible_at <= ? LIMIT 1",
+            (config.name, int(dead_lettered), format_ts(self._now())),
+        ).fetchone()
+        return row is not None
 
     def complete(self, message: ReceivedMessage) -> None:
         with self._transaction() as conn:
@@ -499,6 +518,16 @@ class LocalServiceBus:
             {"now": format_ts(self._now()), "queue": config.name},
         ).fetchone()
         return {key: int(row[key]) for key in ("active", "scheduled", "locked", "dead_letter")}
+
+    def active_count(self, queue: str) -> int:
+        """Messages a receiver could take now, as Service Bus's activeMessageCount; no lock taken."""
+        conn = self._connection()
+        config, dead_lettered = self._entity(conn, queue)
+        row = conn.execute(
+            "SELECT COUNT(*) FROM messages WHERE queue = ? AND dead_lettered = ? AND visible_at <= ?",
+            (config.name, int(dead_lettered), format_ts(self._now())),
+        ).fetchone()
+        return int(row[0])
 
     def next_due(self) -> datetime | None:
         """The earliest future moment at which a message becomes receivable, in any queue."""

@@ -36,6 +36,9 @@ class LocalMessaging:
             scheduled_enqueue_time=scheduled_at,
         )
 
+    def active_messages(self, queue: str) -> int:
+        return self.bus.active_count(queue)
+
     def dead_letter(self, queue: str, lock_token: str, reason: str, description: str) -> None:
         self.bus.dead_letter_by_lock_token(queue, lock_token, reason, description)
 

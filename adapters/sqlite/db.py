@@ -19,11 +19,16 @@ BUSY_TIMEOUT_SECONDS = 30.0
 class SqliteDatabase:
     """``rows``: rows as ``sqlite3.Row`` (read by column name), else tuples."""
 
-    def __init__(self, path: str | Path, schema: str, *, rows: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, schema: str, *, rows: bool = False, synchronous: str = "FULL"
+    ) -> None:
         if str(path) == ":memory:":
             raise ValueError("a shared database needs a file: ':memory:' is private to one connection")
         self.path = Path(path)
         self._rows = rows
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self._synchronous = synchronous
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
@@ -45,8 +50,10 @@ class SqliteDatabase:
             if self._rows:
                 conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
-            # FULL: a committed write survives a crash of the machine, not only of the process (C4).
-            conn.execute("PRAGMA synchronous=FULL")
+            # FULL (the default): a committed write survives a crash of the machine, not only of
+            # the process (C4). NORMAL in WAL mode: it survives the process being killed (the WAL
+            # is in the OS's page cache), and only a power loss may undo the last commits.
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
             self._local.conn = conn
             with self._opened_lock:
                 self._opened.append(conn)

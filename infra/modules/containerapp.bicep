@@ -189,6 +189,11 @@ resource agent 'Microsoft.App/containerApps@2024-03-01' = {
               name: 'AGENT_SHUTDOWN_GRACE_SECONDS'
               value: '20'
             }
+            // Idle replicas: a receive call per 15 s, not five a second (within the grace above).
+            {
+              name: 'AGENT_IDLE_RECEIVE_WAIT_SECONDS'
+              value: '15'
+            }
             {
               name: 'APPLICATIONINSIGHTS_CONNECTION_STRING'
               value: applicationInsightsConnectionString

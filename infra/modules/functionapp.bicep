@@ -51,6 +51,9 @@ param serviceBusFullyQualifiedNamespace string
 @description('Name of the orders queue.')
 param ordersQueueName string
 
+@description('Resource ID of the orders queue: admission control reads its active-message count over ARM.')
+param ordersQueueId string
+
 @description('Name of the agent requests queue.')
 param agentRequestsQueueName string
 
@@ -234,6 +237,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     LeaseStorageConnection__clientId: identityClientId
     // Queues (servicebus.bicep) and their delivery counts.
     SAS_ORDERS_QUEUE: ordersQueueName
+    // C3: the front end's backlog counts this queue's active messages (Reader on it: rbac.bicep).
+    SAS_ORDERS_QUEUE_RESOURCE_ID: ordersQueueId
+    SAS_QUEUE_DEPTH_CACHE_SECONDS: '5'
     SAS_ORDERS_MAX_DELIVERIES: string(ordersMaxDeliveries)
     SAS_AGENT_REQUESTS_QUEUE: agentRequestsQueueName
     SAS_AGENT_REPLIES_QUEUE: agentRepliesQueueName

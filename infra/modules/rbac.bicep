@@ -4,7 +4,7 @@
 // |-----------------|--------------------------------------------|----------------------------------|
 // | app             | host storage account                       | Storage Blob Data Owner, Storage Queue Data Contributor, Storage Table Data Contributor (Functions host, Durable task hub, timer locks, leader lease, deployment package) |
 // | app             | table compensationlog (data account)       | Storage Table Data Contributor   |
-// | app             | queue orders                               | Data Receiver (trigger, dead-letter) + Data Sender (front end POST /api/orders) + Data Owner (scaling, below) |
+// | app             | queue orders                               | Data Receiver (trigger, dead-letter) + Data Sender (front end POST /api/orders) + Data Owner (scaling, below) + Reader (admission control, below) |
 // | app             | queue agent-requests                       | Data Sender                      |
 // | app             | queue agent-replies                        | Data Receiver (trigger) + Data Owner (scaling, below) |
 // | app             | queue operator-alerts                      | Data Sender                      |
@@ -27,6 +27,11 @@
 // Scoped to the queue, Data Owner also lets the app change or delete that queue; nothing else gets
 // it (python -m tools.iac: tools/iac/trigger_roles.py). Receiver stays: it is the trigger's own
 // right, and it keeps the trigger working if Data Owner is ever removed. infra/README.md has more.
+//
+// Reader, only on the orders queue, only for the app's identity: admission control (C3) reads the
+// queue's active-message count with an ARM GET of the queue resource (properties.countDetails),
+// which needs Microsoft.ServiceBus/namespaces/queues/read and nothing more. It does not lean on
+// the scaler's Data Owner, which is there for Flex Consumption's scaler alone.
 //
 // Submitting apps send nothing to Service Bus: they post orders to the front end over HTTP
 // (App Service Authentication, functionapp.bicep), and the Function App is the only sender to
@@ -88,6 +93,7 @@ var roles = {
   serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
   acrPull: '7f951dda-4ed3-4680-a7ca-43fe172d538d'
+  reader: 'acdd72a7-3385-48ef-bd42-f606fba81ae7'
 }
 // Cosmos DB Built-in Data Contributor: a data-plane role definition of the account.
 var cosmosDataContributor = '00000000-0000-0000-0000-000000000002'
@@ -232,6 +238,17 @@ resource appOrdersScaling 'Microsoft.Authorization/roleAssignments@2022-04-01' =
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
+  }
+}
+
+// Admission control reads the orders queue's countDetails over ARM: see the header.
+resource appOrdersCount 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersQueue.id, appPrincipalId, roles.reader)
+  scope: ordersQueue
+  properties: {
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.reader)
   }
 }
 

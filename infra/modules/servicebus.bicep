@@ -122,6 +122,8 @@ output name string = namespace.name
 // serviceBusEndpoint is https://<name>.servicebus.windows.net:443/ (or a sovereign cloud's suffix).
 output fullyQualifiedNamespace string = replace(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':443/', '')
 output ordersQueueName string = ordersQueue.name
+// Admission control reads this queue's countDetails over ARM (SAS_ORDERS_QUEUE_RESOURCE_ID).
+output ordersQueueId string = ordersQueue.id
 output agentRequestsQueueName string = agentRequestsQueue.name
 output agentRepliesQueueName string = agentRepliesQueue.name
 output operatorAlertsQueueName string = operatorAlertsQueue.name

@@ -34,9 +34,11 @@ def test_a_new_order_starts_at_once_without_waiting_for_the_starter(loop, tmp_pa
         app.stop()
 
 
-def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, monkeypatch) -> None:
-    """The cap holds on the submission path too; the starter sweeps what it left Pending."""
-    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_MAX_IN_FLIGHT": "1"})
+def test_an_order_over_the_in_flight_cap_waits_for_the_freed_slot(loop, tmp_path, monkeypatch) -> None:
+    """The cap holds on the submission path too; the attempt that ends starts what it left
+    Pending, with the starter's timer an hour away."""
+    settings = {"SAS_MAX_IN_FLIGHT": "1", "SAS_STARTER_SCHEDULE": "0 0 * * * *"}
+    app = start_app(loop, tmp_path, monkeypatch, settings=settings)
     try:
         app.agent.script = lambda request, asked: Answer("ok", delay=timedelta(seconds=3))
         app.submit(submission("order-1"))
@@ -45,7 +47,7 @@ def test_an_order_over_the_in_flight_cap_waits_for_the_starter(loop, tmp_path, m
         app.run_until(lambda: app.states.get("order-2") is not None)
         assert app.record("order-2").ProcessState is ProcessState.PENDING
         app.run_until_terminal("order-1", "order-2")
-        assert app.record("order-2").Attempt == 1 and app.host.invocations_by_function["starter"] > 0
+        assert app.record("order-2").Attempt == 1 and app.host.invocations_by_function["starter"] == 0
     finally:
         app.stop()
 

@@ -7,7 +7,7 @@ from adapters.clock import ManualClock
 from domain import transitions
 from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.states import ProcessState
-from services.claim_pending import claim_one, claim_pending
+from services.claim_pending import claim_next, claim_one, claim_pending
 from tests.records import pending, processing
 from tests.services.conftest import Stores
 
@@ -99,3 +99,66 @@ def test_claim_one_respects_the_cap_and_loses_a_race_quietly(stores: Stores, clo
     [winner] = claim_pending(stores.states, clock, POLICY, max_in_flight=10, batch_size=10).claims
     assert claim_one(stores.states, clock, POLICY, created, max_in_flight=10) is None
     assert stores.states.get("o-1") == winner.stored
+
+
+class _RacingReads:
+    """The state store, with every claimable query held until both finishers have read: both
+    see the same oldest candidates before either claims."""
+
+    def __init__(self, states: object, parties: int) -> None:
+        self._states = states
+        self._barrier = threading.Barrier(parties)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._states, name)
+
+    def query_claimable(self, now, limit):  # type: ignore[no-untyped-def]
+        found = self._states.query_claimable(now, limit)  # type: ignore[attr-defined]
+        self._barrier.wait(timeout=10)
+        return found
+
+
+def _race_two_finishers(stores: Stores, clock: ManualClock, waiting: int) -> list[str]:
+    for n in range(waiting):
+        stores.states.create_if_absent(pending(f"o-{n}", clock.now()))
+        clock.advance(timedelta(seconds=1))  # o-0 is the oldest
+    racing = _RacingReads(stores.states, parties=2)
+    claims: list[str] = []
+    lock = threading.Lock()
+
+    def finisher() -> None:
+        claim = claim_next(racing, clock, POLICY, max_in_flight=10)  # type: ignore[arg-type]
+        if claim is not None:
+            with lock:
+                claims.append(claim.instance_id)
+
+    threads = [threading.Thread(target=finisher) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(claims)
+
+
+def test_two_finishers_one_waiting_order_one_starts_it(stores: Stores, clock: ManualClock) -> None:
+    assert _race_two_finishers(stores, clock, waiting=1) == ["o-0-1"]
+    assert stores.states.get("o-0").record.Attempt == 1  # type: ignore[union-attr]
+
+
+def test_two_finishers_never_claim_one_attempt_and_both_slots_refill(
+    stores: Stores, clock: ManualClock
+) -> None:
+    # Both read o-0 first; one claimed it, the loser moved to the next oldest.
+    assert _race_two_finishers(stores, clock, waiting=3) == ["o-0-1", "o-1-1"]
+    assert stores.states.get("o-2").record.ProcessState is ProcessState.PENDING  # type: ignore[union-attr]
+
+
+def test_claim_next_takes_the_oldest_and_respects_the_cap(stores: Stores, clock: ManualClock) -> None:
+    stores.states.create_if_absent(processing("busy", clock.now()))
+    for n in range(2):
+        clock.advance(timedelta(seconds=1))
+        stores.states.create_if_absent(pending(f"o-{n}", clock.now()))
+    assert claim_next(stores.states, clock, POLICY, max_in_flight=1) is None  # the slot is taken
+    claim = claim_next(stores.states, clock, POLICY, max_in_flight=2)
+    assert claim is not None and claim.instance_id == "o-0-1"
+    assert claim_next(stores.states, clock, POLICY, max_in_flight=2) is None

@@ -18,6 +18,9 @@ ALLOWED_ROLES: dict[str, str] = {
     "Storage Table Data Contributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
     "Monitoring Metrics Publisher": "3913510d-42f4-4e42-8a64-420c390055eb",
     "AcrPull": "7f951dda-4ed3-4680-a7ca-43fe172d538d",
+    # Control-plane read, only the Function App's, only on the orders queue: admission control reads
+    # its countDetails over ARM (adapters/servicebus/queue_depth.py).
+    "Reader": "acdd72a7-3385-48ef-bd42-f606fba81ae7",
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
@@ -33,6 +36,10 @@ OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
     "SAS_DATA_DIR": (frozenset({AZURE, LOCAL}), "the embedded profile's SQLite files"),
     "LOCAL_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "the local Service Bus file"),
     "AZURE_CLIENT_ID": (frozenset({LOCAL}), "a managed identity's client ID exists only in Azure"),
+    "SAS_ORDERS_QUEUE_RESOURCE_ID": (
+        frozenset({LOCAL}),
+        "an ARM resource exists only in Azure; locally the bus or the connection string counts",
+    ),
     "WEBSITE_AUTH_ENABLED": (
         frozenset({AZURE, LOCAL}),
         "App Service sets it on a site with App Service Authentication on (PLATFORM_SETTINGS)",
