@@ -157,7 +157,8 @@ def _copy_proxy(target: Path) -> None:
 
 
 def prepare(app_dir: Path, data_dir: Path, env: Mapping[str, str], say: Callable[[str], None]) -> AppPackage:
-    cache = cache_dir(env)
+    # Absolute: the workers run in the package directory, and their PYTHONPATH must still hold.
+    cache, data_dir = cache_dir(env).resolve(), data_dir.resolve()
     wwwroot = data_dir / "wwwroot"
     _copy_package(app_dir, wwwroot)
     proxy = data_dir / "worker"

@@ -131,6 +131,7 @@ class WorkerProcesses:
         results = await asyncio.gather(*(self._launch() for _ in range(self.count)), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
+            await self.stop()  # what did start, and the server, go with the failed start
             raise failures[0]
         return self.functions
 

@@ -1,32 +1,32 @@
-"""Telemetry (C11): the spans of one order, from every part of the app, share one trace."""
+"""Telemetry (C11): the spans of one order, from every part of the app, share one trace.
 
-from collections.abc import Iterator
+The app runs in a worker process, as on Azure, and exports its spans as it ships them: JSON
+lines under SAS_TELEMETRY_DIR (adapters/telemetry_export.py), written when the worker exits."""
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from domain.messages import AgentRequest
 from services.telemetry import INSTANCE_ID, ORDER_ID, order_context
-from tests.app.conftest import Answer, App, submission
-
-_exporter = InMemorySpanExporter()
+from tests.app.conftest import Answer, start_app, submission
 
 
-@pytest.fixture(scope="module")
-def spans() -> Iterator[InMemorySpanExporter]:
-    # The provider is process-wide and can be set once: this module owns it in its worker.
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(_exporter))
-    trace.set_tracer_provider(provider)
-    yield _exporter
-    provider.shutdown()  # later tests in this worker export nothing more
+def _spans(folder: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line) for path in folder.glob("*.spans.jsonl") for line in path.read_text().splitlines()
+    ]
 
 
-def test_every_span_of_one_order_shares_one_trace(spans: InMemorySpanExporter, app: App) -> None:
-    spans.clear()
+def test_every_span_of_one_order_shares_one_trace(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "telemetry"
+    app = start_app(loop, tmp_path, monkeypatch, settings={"SAS_TELEMETRY_DIR": str(folder)})
     silenced: set[str] = set()
 
     def script(request: AgentRequest, n: int) -> Answer:
@@ -39,21 +39,15 @@ def test_every_span_of_one_order_shares_one_trace(spans: InMemorySpanExporter, a
     app.submit(submission("t-1"))
     app.submit(submission("t-2"))
     app.run_until_terminal("t-1", "t-2")
-    mine = [s for s in spans.get_finished_spans() if (s.attributes or {}).get(ORDER_ID) == "t-1"]
-    names = {s.name for s in mine}
-    assert {
-        "submission",
-        "claim",
-        "activity.advance",
-        "agent.reply",
-        "supervisor.recover",
-    } <= names
-    expected = order_context("t-1")
-    trace_id = trace.get_current_span(expected).get_span_context().trace_id
-    assert {s.context.trace_id for s in mine} == {trace_id}
+    app.stop()  # the worker exits and flushes its batch of spans
+
+    spans = _spans(folder)
+    mine = [s for s in spans if s["attributes"].get(ORDER_ID) == "t-1"]
+    names = {s["name"] for s in mine}
+    assert {"submission", "claim", "activity.advance", "agent.reply", "supervisor.recover"} <= names
+    expected = trace.get_current_span(order_context("t-1")).get_span_context().trace_id
+    assert {s["context"]["trace_id"] for s in mine} == {f"0x{expected:032x}"}
     # Both attempts are in the one trace, told apart by instance ID.
-    assert {(s.attributes or {}).get(INSTANCE_ID) for s in mine if s.name == "claim"} == {"t-1-1", "t-1-2"}
-    other = {
-        s.context.trace_id for s in spans.get_finished_spans() if (s.attributes or {}).get(ORDER_ID) == "t-2"
-    }
-    assert other and trace_id not in other
+    assert {s["attributes"].get(INSTANCE_ID) for s in mine if s["name"] == "claim"} == {"t-1-1", "t-1-2"}
+    other = {s["context"]["trace_id"] for s in spans if s["attributes"].get(ORDER_ID) == "t-2"}
+    assert other and f"0x{expected:032x}" not in other

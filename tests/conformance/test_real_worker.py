@@ -1,10 +1,10 @@
-"""What Azure would run: the deployment package, installed from requirements.txt alone into a
-fresh Python 3.13 venv, indexed by the real Functions worker it pins; and devhost refusing an app
-that worker refuses."""
+"""What Azure would run: the deployment package, with the packages requirements.txt alone
+installs, indexed by the real Functions worker it pins in a worker process of its own; and
+devhost refusing an app that worker refuses."""
 
+import asyncio
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from devhost import app_package
+from devhost.worker import LoadedFunction
+from devhost.worker_processes import WorkerProcesses
 from orchestrators import first_engine
 from tools.deploy_package import build
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOBUF = re.search(r"^protobuf==\S+$", (ROOT / "requirements-dev.txt").read_text(), re.M)
 
 # Every function: its trigger, and the trigger's settings as Azure's host reads them (queues and
 # schedules as %SETTING% placeholders the host resolves from app settings).
@@ -39,7 +41,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
     **{name: ("orchestrationTrigger", {}) for name in first_engine.ORCHESTRATORS},
     **{name: ("activityTrigger", {}) for name in first_engine.ACTIVITIES},
 }
-WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order", "supervisor"}
+WITH_DURABLE_CLIENT = {"starter", "agent_reply", "submit_order", "supervisor", "advance"}
 
 
 @pytest.fixture(scope="module")
@@ -49,65 +51,26 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-@pytest.fixture(scope="module")
-def deployed_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """requirements.txt alone, as the platform's remote build installs it, plus the protobuf the
-    platform's proxy worker brings (devhost's protocol module stands in for the proxy's)."""
-    assert PROTOBUF is not None
-    venv = tmp_path_factory.mktemp("deployed-venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            str(ROOT / "requirements.txt"),
-            PROTOBUF.group(0),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return venv
+def _indexed(data: Path) -> list[LoadedFunction]:
+    """What the worker processes devhost starts report, from the package and an environment
+    of requirements.txt alone (devhost/app_package.py), as the platform's host hears it."""
+
+    async def index() -> list[LoadedFunction]:
+        package = app_package.prepare(ROOT, data, os.environ, print)
+        workers = WorkerProcesses(package, {"PATH": os.environ["PATH"], "HOME": str(data)})
+        try:
+            return await workers.start()
+        finally:
+            await workers.stop()
+
+    return asyncio.run(index())
 
 
-def _harness(tmp: Path) -> Path:
-    """devhost's worker driver and protocol module, and nothing else of the repository."""
-    harness = tmp / "harness"
-    for relative in (
-        "devhost/__init__.py",
-        "devhost/worker.py",
-        "devhost/protocol/__init__.py",
-        "devhost/protocol/build.py",
-        "devhost/protocol/function_rpc.proto",
-        "devhost/protocol/function_rpc_pb2.py",
-        "devhost/protocol/function_rpc_pb2.pyi",
-    ):
-        (harness / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / relative, harness / relative)
-    return harness
-
-
-def test_the_real_worker_loads_every_function_of_the_deployment_package(
-    package: Path, deployed_venv: Path, tmp_path: Path
-) -> None:
-    assert not (package / "tests").exists() and not (package / ".venv").exists()  # .funcignore applies
+def test_the_real_worker_loads_every_function_of_the_deployment_package(tmp_path: Path) -> None:
     assert (sys.version_info.major, sys.version_info.minor) == (3, 13)
-    harness = _harness(tmp_path)
-    indexed = subprocess.run(
-        [str(deployed_venv / "bin" / "python"), "-m", "devhost.worker", str(package)],
-        check=False,
-        cwd=harness,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(harness)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert indexed.returncode == 0, indexed.stderr
-    functions = {f["name"]: f["bindings"] for f in json.loads(indexed.stdout)}
+    functions = {f.name: [json.loads(raw) for raw in f.raw_bindings] for f in _indexed(tmp_path)}
+    shipped = tmp_path / "wwwroot"
+    assert not (shipped / "tests").exists() and not (shipped / ".venv").exists()  # .funcignore applies
     assert set(functions) == set(EXPECTED)
     for name, (trigger_type, settings) in EXPECTED.items():
         [trigger] = [b for b in functions[name] if b["type"].endswith("Trigger")]
