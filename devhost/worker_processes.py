@@ -18,7 +18,7 @@ import logging
 import os
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,9 @@ class WorkerProcesses:
         self._stopping = False
         self._ready = asyncio.Condition()
         self._watchers: set[asyncio.Task[None]] = set()
+        # Called with the worker's PID and the function's ID once an invocation is on its way to
+        # that worker: fault injection (a test that kills it with the invocation in flight).
+        self.on_sent: list[Callable[[int, str], None]] = []
 
     def _next_id(self) -> str:
         return f"{self._id_prefix}{next(self._ids) % (1 << 48):012x}"
@@ -306,14 +309,18 @@ class WorkerProcesses:
             )
         return functions
 
-    async def _request(
+    def _send(
         self, channel: _Channel, message: rpc.StreamingMessage, key: str | None = None
-    ) -> rpc.StreamingMessage:
+    ) -> asyncio.Future[rpc.StreamingMessage]:
+        """Queue ``message`` on the worker's stream; the future is its answer, by ``key``."""
         message.request_id = self._next_id()
         future: asyncio.Future[rpc.StreamingMessage] = asyncio.get_running_loop().create_future()
         channel.pending[key or message.request_id] = future
         channel.outbound.put_nowait(message)
-        return await future
+        return future
+
+    async def _request(self, channel: _Channel, message: rpc.StreamingMessage) -> rpc.StreamingMessage:
+        return await self._send(channel, message)
 
     # --- the stream ---------------------------------------------------------------------------
 
@@ -380,7 +387,10 @@ class WorkerProcesses:
                 trigger_metadata=trigger_metadata or {},
             )
         )
-        answer = await self._request(channel, message, key=invocation_id)
+        sent = self._send(channel, message, key=invocation_id)
+        for observer in self.on_sent:
+            observer(channel.process.pid, function_id)
+        answer = await sent
         response = answer.invocation_response
         if response.result.status != rpc.StatusResult.Success:
             raise InvocationFailed(response.result.exception)
