@@ -78,8 +78,10 @@ class Stack:
         agents: int = 2,
         profile: dict[str, Any] | None = None,
         settings: dict[str, str] | None = None,
+        devhost_flags: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
+        self.devhost_flags = devhost_flags
         self.agents = agents
         self.profile = profile or {}
         self.simulator_port = free_port()
@@ -134,7 +136,17 @@ class Stack:
 
     def start_devhost(self) -> None:
         self._spawn(
-            "devhost", ["-m", "devhost", "start", "--app-dir", str(ROOT), "--port", str(self.devhost_port)]
+            "devhost",
+            [
+                "-m",
+                "devhost",
+                "start",
+                "--app-dir",
+                str(ROOT),
+                "--port",
+                str(self.devhost_port),
+                *self.devhost_flags,
+            ],
         )
         wait_for(
             lambda: self._answers(f"{self.devhost_url}/runtime/webhooks/durabletask/instances/", "devhost"),

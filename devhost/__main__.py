@@ -1,6 +1,6 @@
 """``python -m devhost``: start the host, or look at orchestration instances.
 
-python -m devhost start [--app-dir DIR] [--data-dir DIR] [--port N]
+python -m devhost start [--app-dir DIR] [--data-dir DIR] [--port N] [--in-process]
 python -m devhost instances [--status Running,Failed] [--app-dir DIR] [--data-dir DIR]
 python -m devhost show INSTANCE_ID [--app-dir DIR] [--data-dir DIR]
 """
@@ -21,6 +21,7 @@ from devhost.durable_store import DurableStore
 from devhost.host import Host, HostError
 from devhost.indexing import IndexingError
 from devhost.settings import SettingsError, load_local_settings
+from devhost.worker_processes import process_count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--data-dir", type=Path, default=None)
         if name == "start":
             command.add_argument("--port", type=int, default=None)
+            command.add_argument(
+                "--in-process",
+                action="store_true",
+                help="import the app into devhost's own process instead of running the deployment "
+                "package in worker processes (a baseline for benchmarks; not how Azure runs it)",
+            )
         if name == "instances":
             command.add_argument("--status", default="", help="comma-separated runtime statuses")
         if name == "show":
@@ -46,20 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("azure").setLevel(logging.WARNING)
     try:
         if args.command == "start":
-            return asyncio.run(_start(args.app_dir, args.data_dir, args.port))
+            return asyncio.run(_start(args.app_dir, args.data_dir, args.port, in_process=args.in_process))
         return _inspect(args)
     except (HostError, IndexingError, SettingsError) as error:
         print(f"devhost: {error}", file=sys.stderr)
         return 2
 
 
-async def _start(app_dir: Path, data_dir: Path | None, port: int | None) -> int:
-    host = Host(app_dir, data_dir=data_dir, port=port)
+async def _start(app_dir: Path, data_dir: Path | None, port: int | None, *, in_process: bool) -> int:
+    host = Host(app_dir, data_dir=data_dir, port=port, in_process=in_process)
     await host.start()
     print("\nFunctions:\n")
     for spec in host.functions:
         print(f"        {spec.describe()}")
-    print(f"\nHost started: {host.base_url} (data in {host.config.data_dir})", flush=True)
+    workers = (
+        "in devhost's process" if host.in_process else f"in {process_count(host.env)} worker process(es)"
+    )
+    print(
+        f"\nHost started: {host.base_url} (the app runs {workers}; data in {host.config.data_dir})",
+        flush=True,
+    )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

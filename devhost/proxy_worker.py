@@ -21,10 +21,12 @@ shared file (``DEVHOST_CLOCK_FILE``) that it rewrites on every move, and the app
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import importlib
 import logging
 import mmap
 import os
+import signal
 import struct
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -228,8 +230,21 @@ class ProxyWorker:
         self.send(rpc.StreamingMessage(request_id=message.request_id, invocation_response=response))
 
 
+def die_with_the_host() -> None:
+    """A worker never outlives its host, as on the platform, where both go with the instance: on
+    Linux the kernel kills this process when the host does (``PR_SET_PDEATHSIG``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the host died before the call took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    die_with_the_host()
     # The app directory is the working directory (the deployment package), first on the path.
     cwd = os.getcwd()
     if cwd not in sys.path:

@@ -1,0 +1,163 @@
+"""The same workload on devhost's two paths, in one run: the app imported into devhost's own
+process (``devhost start --in-process``, the baseline) and the deployment package in worker
+processes over gRPC (the default, as Azure runs it), with 1 and 2 of them.
+
+    .venv/bin/python -m bench.worker_paths [--idle 20] [--burst 300] [--concurrency 32]
+        [--paths in-process,1,2] [--set NAME=VALUE ...]
+
+Each path gets a fresh embedded stack (``demo.stack``: simulator with no faults, two agents),
+a warm-up order, ``--idle`` orders one at a time, then a burst of ``--burst``. It prints, per
+path: idle p50, burst orders/s and p50, CPU ms per order of devhost's own process and of its
+worker processes (from ``/proc``), and the ratios against the in-process baseline of the same
+run. It names the limit each burst hit: a process at its CPU ceiling (>= 0.9 of a core), the
+machine's cores, or neither (then the wait is elsewhere: the claim rate, the in-flight cap, the
+agents). Settings are the embedded profile's, as ``bench.happy_path`` runs them.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.agent_idle import cpu_seconds
+from bench.happy_path import SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
+from demo.stack import Stack
+from services.settings import Settings
+
+PROFILE = {
+    "transient_rate": 0,
+    "permanent_rate": 0,
+    "lost_response_rate": 0,
+    "latency_ms": [0, 20],
+    "seed": 1,
+}
+CORES = os.cpu_count() or 1
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``: devhost's worker processes."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def cpu(stack: Stack) -> tuple[float, float]:
+    """CPU seconds of devhost's own process and of its worker processes so far."""
+    host = stack.processes["devhost"].pid
+    workers = 0.0
+    for pid in children(host):
+        with contextlib.suppress(OSError):  # a worker that exited meanwhile
+            workers += cpu_seconds(pid)
+    return cpu_seconds(host), workers
+
+
+@dataclass
+class Result:
+    path: str
+    idle_p50: float
+    burst_rate: float
+    burst_p50: float
+    host_ms: float  # CPU ms per order, devhost's process, burst
+    worker_ms: float  # CPU ms per order, its worker processes, burst
+    host_cores: float  # cores used over the burst
+    worker_cores: float
+
+    def limit(self) -> str:
+        if self.host_cores >= 0.9:
+            return "devhost's process at its CPU ceiling"
+        if self.host_cores + self.worker_cores >= 0.9 * CORES:
+            return f"the machine's {CORES} cores"
+        return "not CPU: the claim rate, the in-flight cap or the agents"
+
+
+def _p50(timings: dict[str, Timing]) -> float:
+    return statistics.median(t.received - t.sent for t in timings.values())
+
+
+def run_path(path: str, args: argparse.Namespace) -> Result:
+    settings = SETTINGS | dict(args.set)
+    flags: tuple[str, ...] = ()
+    if path == "in-process":
+        flags = ("--in-process",)
+    else:
+        settings |= {"FUNCTIONS_WORKER_PROCESS_COUNT": path}
+    with tempfile.TemporaryDirectory() as tmp:
+        stack = Stack(Path(tmp), agents=2, profile=PROFILE, settings=settings, devhost_flags=flags).start()
+        try:
+            client_id = Settings.from_env(stack.env).submitters.apps[0].client_id
+            url = f"{stack.devhost_url}/api/orders"
+            with StatusReceiver(stack.workdir / "servicebus.db") as receiver:
+                receiver.wait(asyncio.run(post_orders(url, client_id, ["warm-up"], 1)), 120)
+                idle: dict[str, Timing] = {}
+                for n in range(args.idle):
+                    posted = asyncio.run(post_orders(url, client_id, [f"idle-{n}"], 1))
+                    receiver.wait(posted, 60)
+                    idle |= posted
+                progress(f"{path}: idle p50 {_p50(idle) * 1000:.0f} ms; burst of {args.burst}")
+                ids = [f"burst-{n}" for n in range(args.burst)]
+                (host_before, workers_before), started = cpu(stack), time.time()
+                burst = asyncio.run(post_orders(url, client_id, ids, args.concurrency))
+                receiver.wait(burst, 900, lambda done: progress(f"{path}: {done}/{args.burst} completed"))
+                elapsed = max(t.received for t in burst.values()) - started
+                host_after, workers_after = cpu(stack)
+        finally:
+            stack.stop()
+    host, workers = host_after - host_before, workers_after - workers_before
+    return Result(
+        path=path,
+        idle_p50=_p50(idle),
+        burst_rate=args.burst / elapsed,
+        burst_p50=_p50(burst),
+        host_ms=host / args.burst * 1000,
+        worker_ms=workers / args.burst * 1000,
+        host_cores=host / elapsed,
+        worker_cores=workers / elapsed,
+    )
+
+
+def report(results: list[Result]) -> None:
+    base = next((r for r in results if r.path == "in-process"), results[0])
+    print(f"\n{CORES} cores. Burst: ratios against '{base.path}' of this run.")
+    print(
+        f"{'path':12} {'idle p50':>9} {'orders/s':>9} {'x':>5} {'burst p50':>10} {'x':>5}"
+        f" {'host ms/o':>10} {'workers ms/o':>13} {'cores h+w':>10}  limit"
+    )
+    for r in results:
+        rate, p50 = r.burst_rate / base.burst_rate, r.burst_p50 / base.burst_p50
+        print(
+            f"{r.path:12} {r.idle_p50 * 1000:7.0f}ms {r.burst_rate:9.1f} {rate:5.2f}"
+            f" {r.burst_p50:9.2f}s {p50:5.2f} {r.host_ms:10.1f} {r.worker_ms:13.1f}"
+            f" {r.host_cores:4.2f}+{r.worker_cores:4.2f}  {r.limit()}",
+            flush=True,
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--idle", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--paths", default="in-process,1,2", help="in-process and/or worker process counts")
+    parser.add_argument("--set", type=_setting, action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    results = []
+    for path in args.paths.split(","):
+        progress(f"{path}: starting the stack")
+        results.append(run_path(path, args))
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
