@@ -78,7 +78,8 @@ async def run(orders: int) -> Counter[str]:
         }
         os.environ.update(values)
         clock = VirtualClock(T0)
-        host = Host(ROOT, clock=clock, data_dir=Path(tmp) / "devhost", port=0)
+        # In process: the counters wrap the app's own ports (function_app.ports).
+        host = Host(ROOT, clock=clock, data_dir=Path(tmp) / "devhost", port=0, in_process=True)
         await host.start()
         app = sys.modules["function_app"]
         real: Ports = app.ports()
