@@ -238,6 +238,20 @@ def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = Non
         return FencedResult(Fenced=True)
     if record.ProcessState is ProcessState.COMPENSATING:
         # After the fenced write: a fenced-out attempt must not mark anything undone.
+        compensation = workflow.step(step).compensation
+        if compensation is not None:
+            # A step undone because its request went out, never recorded done, has no entry
+            # yet: the log gets one (no references: it has none), so it tells the whole story.
+            ports.compensation_log.append(
+                CompensationEntry(
+                    OrderID=attempt.order_id,
+                    Sequence=workflow.sequence(step),
+                    Step=step,
+                    Action=compensation,
+                    Data={},
+                    RecordedAt=now,
+                )
+            )
         ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
     return FencedResult(Fenced=False)
 

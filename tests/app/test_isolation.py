@@ -137,13 +137,14 @@ def test_stray_replies_do_not_hold_up_or_end_a_step_live(app: App, stray_first: 
     attempt, without waiting for a timer."""
 
     def strays(request: AgentRequest) -> None:
-        for request_id, step in (
-            (request_message_id(request.OrderID + "-0", request.Step), request.Step),
-            (request_message_id(request.InstanceID, "ChargePayment"), "ChargePayment"),
+        for instance, request_id, step in (
+            (request.OrderID + "-0", request_message_id(request.OrderID + "-0", request.Step), request.Step),
+            (request.InstanceID, request_message_id(request.InstanceID, "ChargePayment"), "ChargePayment"),
+            (request.InstanceID, "ChargePayment:" + "0" * 32, "ChargePayment"),
         ):
             stray = AgentReply(
                 RequestID=request_id,
-                InstanceID=request.InstanceID,
+                InstanceID=instance,
                 Step=step,
                 Outcome=AgentOutcome.OK,
                 Result={"Stray": True},
