@@ -13,7 +13,7 @@ from domain.ids import EVENT_NAME_PATTERN, INSTANCE_ID_PATTERN, parse_instance_i
 from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
 from services.context import Ports
 from services.notifications import post_status, raise_alert
-from services.submit_order import SubmitOutcome, SubmitResult, submit_order
+from services.submit_order import SubmitOutcome, SubmitResult, conflict_detail, submit_order
 from services.telemetry import order_span
 
 log = logging.getLogger("sas.intake")
@@ -91,7 +91,7 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
             order_id=submission.OrderID,
             status=OrderStatus.RECEIVED if result.ok else OrderStatus.REJECTED,
             now=ports.clock.now(),
-            detail=None if result.ok else f"{reason}: {result.reason}",
+            detail=None if result.ok else f"{reason}: {_told(result)}",
             message_id=None if result.ok else f"{submission.OrderID}:rejected:{delivery.message_id}",
         )
     if reason is not None:
@@ -112,6 +112,14 @@ class Reply:
     @property
     def order_id(self) -> str:
         return parse_instance_id(self.reply.InstanceID)[0]
+
+
+def _told(result: SubmitResult) -> str:
+    """A refusal as its submitter hears it. A conflict says no more than the front end's 409
+    (the reason, with which store held what, is for the dead letter and the operator)."""
+    if result.outcome is SubmitOutcome.CONFLICT:
+        return conflict_detail(result.order_id)
+    return result.reason or ""
 
 
 def parse_reply(delivery: Delivery, ports: Ports) -> Reply | None:
