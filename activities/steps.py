@@ -53,6 +53,8 @@ log = logging.getLogger("sas.activities")
 
 # C5: the compensation log keeps references to remote effects, never personal or card data.
 _REFERENCE_SUFFIX = "Id"
+# In an undo's payload: the idempotency key of the forward call it undoes (a reference too).
+UNDOES = "Undoes"
 
 
 def _workflow(record: StateRecord) -> Workflow:
@@ -81,11 +83,13 @@ def _to_compensate(ports: Ports, record: StateRecord) -> list[Compensation]:
     for step in reversed(_workflow(record).steps):
         if step.compensation is None or step.name in record.CompensatedSteps:
             continue
+        # Every undo names the forward call it undoes, so the remote can tell an undo of nothing.
+        undoes = {UNDOES: idempotency_key(record.OrderID, step.name)}
         entry = logged.get(step.name)
         if entry is not None:
-            pending.append(Compensation(Step=entry.Step, Action=entry.Action, Data=entry.Data))
+            pending.append(Compensation(Step=entry.Step, Action=entry.Action, Data=entry.Data | undoes))
         elif transitions.went_out(record, step.name):
-            pending.append(Compensation(Step=step.name, Action=step.compensation, Data={}))
+            pending.append(Compensation(Step=step.name, Action=step.compensation, Data=undoes))
     return pending
 
 
