@@ -100,7 +100,7 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
 
 
 @dataclass(frozen=True)
-class Reply:
+class ReplyEvent:
     """A valid reply and where it goes: the instance and the event name, each checked against
     its alphabet and percent-encoded, as path segments of the Durable API's
     ``.../instances/{instance}/raiseEvent/{event}`` (which the Durable client builds unescaped)."""
@@ -122,12 +122,12 @@ def _told(result: SubmitResult) -> str:
     return result.reason or ""
 
 
-def parse_reply(delivery: Delivery, ports: Ports) -> Reply | None:
+def parse_reply(delivery: Delivery, ports: Ports) -> ReplyEvent | None:
     """The reply and where to raise it, or None: it was dead-lettered with the reason, and an
     operator alerted. Nothing that fails here is ever raised."""
     try:
         reply = parse_message(AgentReply, delivery.body)
-        return Reply(
+        return ReplyEvent(
             reply,
             instance=url_segment(reply.InstanceID, INSTANCE_ID_PATTERN),
             event=url_segment(reply_event(reply.RequestID), EVENT_NAME_PATTERN),
