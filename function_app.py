@@ -21,11 +21,10 @@ from adapters import telemetry_export
 from adapters.clock import host_clock
 from adapters.factory import build_ports
 from domain.errors import DependencyUnavailable
-from domain.ids import parse_instance_id
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from domain.workflow import ATTEMPT_ORCHESTRATOR, Activity
 from orchestrators.first_engine import run_workflow
-from orchestrators.order_attempt import agent_event, run_attempt
+from orchestrators.order_attempt import run_attempt
 from services import frontend, intake, scheduling
 from services.context import Ports
 from services.settings import Settings
@@ -209,15 +208,15 @@ def finish(payload: contracts.JsonObject) -> contracts.JsonObject:
 async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
     # Off the event loop: rejecting a reply sends an alert and settles, both blocking calls.
     delivery = _delivery(msg, ports().settings.agent_replies_queue)
-    reply = await asyncio.to_thread(intake.parse_reply, delivery, ports())
-    if reply is None:
-        return
-    order_id, _ = parse_instance_id(reply.InstanceID)
-    with order_span("agent.reply", order_id, reply.InstanceID, step=reply.Step, outcome=reply.Outcome.value):
+    parsed = await asyncio.to_thread(intake.parse_reply, delivery, ports())
+    if parsed is None:
+        return  # dead-lettered with its reason
+    reply = parsed.reply
+    with order_span(
+        "agent.reply", parsed.order_id, reply.InstanceID, step=reply.Step, outcome=reply.Outcome.value
+    ):
         try:
-            await client.raise_event(
-                reply.InstanceID, agent_event(reply.RequestID), reply.model_dump(mode="json")
-            )
+            await client.raise_event(parsed.instance, parsed.event, reply.model_dump(mode="json"))
         except Exception as error:
             if not intake.is_late_reply_error(error):
                 raise  # abandon: the broker redelivers, up to the queue's max delivery count

@@ -123,9 +123,14 @@ class PendingRequest(Contract):
 
 
 class OrchestratorInput(Contract):
-    """What an attempt's orchestration is started with (``services.scheduling``)."""
+    """What an attempt's orchestration is started with (``services.scheduling``).
+
+    ``Salt``: the attempt's secret, from which its request nonces are made
+    (``domain.ids.request_nonce``). It lives only in the orchestration's own history, which no
+    sender to the reply queue can read. Instances started before it have none."""
 
     OrderID: str
+    Salt: str | None = None
 
 
 class AttemptInput(Contract):
@@ -141,14 +146,14 @@ class AttemptInput(Contract):
     def finishing(self, outcome: FinishOutcome, error: str | None = None) -> "FinishInput":
         return FinishInput(OrderID=self.OrderID, InstanceID=self.InstanceID, Outcome=outcome, Error=error)
 
-    def answering(self, request: PendingRequest, reply: AgentReply) -> "AdvanceInput":
-        return AdvanceInput(
-            OrderID=self.OrderID,
-            InstanceID=self.InstanceID,
-            Step=request.Step,
-            Action=request.Action,
-            Reply=reply,
-        )
+    def answering(self, request: PendingRequest, reply: AgentReply, nonce: str | None) -> "AdvanceInput":
+        fields: dict[str, Any] = {"Step": request.Step, "Action": request.Action, "Reply": reply}
+        if nonce is not None:  # left out, not null, without one: the wire stays as it was
+            fields["Nonce"] = nonce
+        return AdvanceInput(OrderID=self.OrderID, InstanceID=self.InstanceID, **fields)
+
+    def starting(self, nonce: str) -> "AdvanceInput":
+        return AdvanceInput(OrderID=self.OrderID, InstanceID=self.InstanceID, Nonce=nonce)
 
 
 class StepInput(AttemptInput):
@@ -156,16 +161,13 @@ class StepInput(AttemptInput):
     Action: str
 
     def requesting(
-        self, complete_by: datetime, max_attempts: int, payload: dict[str, Any]
+        self, complete_by: datetime, max_attempts: int, payload: dict[str, Any], nonce: str | None = None
     ) -> "AgentRequestInput":
+        fields: dict[str, Any] = {"CompleteBy": complete_by, "MaxAttempts": max_attempts, "Payload": payload}
+        if nonce is not None:  # left out, not null, without one: the wire stays as it was
+            fields["Nonce"] = nonce
         return AgentRequestInput(
-            OrderID=self.OrderID,
-            InstanceID=self.InstanceID,
-            Step=self.Step,
-            Action=self.Action,
-            CompleteBy=complete_by,
-            MaxAttempts=max_attempts,
-            Payload=payload,
+            OrderID=self.OrderID, InstanceID=self.InstanceID, Step=self.Step, Action=self.Action, **fields
         )
 
     def recording(self, result: dict[str, Any]) -> "RecordStepInput":
@@ -187,6 +189,8 @@ class AgentRequestInput(StepInput):
     CompleteBy: IsoTime
     MaxAttempts: int
     Payload: dict[str, Any] = Field(default_factory=dict)
+    # The request's nonce (its RequestID names it); None: a legacy "<instance>:<action>" ID.
+    Nonce: str | None = None
 
 
 class RecordStepInput(StepInput):
@@ -206,11 +210,16 @@ class FinishInput(AttemptInput):
 
 class AdvanceInput(AttemptInput):
     """Where the orchestrator stands: at the start (no ``Step``), or with the reply to the
-    request it waited on (``Step``, ``Action``, ``Reply``: the reply as the Agent sent it)."""
+    request it waited on (``Step``, ``Action``, ``Reply``: the reply as the Agent sent it).
+
+    ``Nonce``: for the request this call sends, if it sends one, made by the orchestration
+    (replay-safe), so that a repeat of this call sends the very same request. None: a call
+    scheduled before nonces, whose request keeps the legacy ID."""
 
     Step: str | None = None
     Action: str | None = None
     Reply: AgentReply | None = None
+    Nonce: str | None = None
 
     @model_validator(mode="after")
     def _a_reply_answers_a_step(self) -> Self:

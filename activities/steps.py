@@ -37,7 +37,7 @@ from activities.ids import Attempt
 from domain import transitions
 from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import RetryBudgetExhausted
-from domain.ids import idempotency_key, request_message_id
+from domain.ids import idempotency_key, request_id, request_message_id
 from domain.messages import AgentOutcome, AgentRequest, OrderStatus
 from domain.order_status import status_version
 from domain.ports import OrderRow, Stored
@@ -53,6 +53,8 @@ log = logging.getLogger("sas.activities")
 
 # C5: the compensation log keeps references to remote effects, never personal or card data.
 _REFERENCE_SUFFIX = "Id"
+# In an undo's payload: the idempotency key of the forward call it undoes (a reference too).
+UNDOES = "Undoes"
 
 
 def _workflow(record: StateRecord) -> Workflow:
@@ -72,13 +74,23 @@ def _snapshot(order: OrderRow) -> OrderSnapshot:
 
 
 def _to_compensate(ports: Ports, record: StateRecord) -> list[Compensation]:
-    """What is still to undo, newest first (R9): every logged step the record has not marked
-    undone. The log says what may need undoing; the fenced record says what has been undone."""
-    return [
-        Compensation(Step=e.Step, Action=e.Action, Data=e.Data)
-        for e in ports.compensation_log.entries(record.OrderID)
-        if e.Step not in record.CompensatedSteps
-    ]
+    """What is still to undo, newest first (R9): every step whose request went out and that the
+    record has not marked undone. The log holds the references a completed step's undo needs; a
+    step that began but never completed (refused, ambiguous, or its reply late) has no entry and
+    is undone by its idempotency key alone, since the remote may have acted on it (C10)."""
+    logged = {e.Step: e for e in ports.compensation_log.entries(record.OrderID)}
+    pending: list[Compensation] = []
+    for step in reversed(_workflow(record).steps):
+        if step.compensation is None or step.name in record.CompensatedSteps:
+            continue
+        # Every undo names the forward call it undoes, so the remote can tell an undo of nothing.
+        undoes = {UNDOES: idempotency_key(record.OrderID, step.name)}
+        entry = logged.get(step.name)
+        if entry is not None:
+            pending.append(Compensation(Step=entry.Step, Action=entry.Action, Data=entry.Data | undoes))
+        elif transitions.went_out(record, step.name):
+            pending.append(Compensation(Step=step.name, Action=step.compensation, Data=undoes))
+    return pending
 
 
 def _owned(ports: Ports, attempt: Attempt) -> Stored | None:
@@ -162,12 +174,16 @@ def begin_step(work: StepInput, ports: Ports) -> BeginStepResult:
 
 
 def send_agent_request(work: AgentRequestInput, ports: Ports) -> str:
-    """The request to the Agent (R2). MessageId is stable across re-sends of this attempt (E9)."""
+    """The request to the Agent (R2), and its RequestID. The RequestID carries the nonce the
+    orchestration made for it, so only a reply to this very request names the event its wait
+    listens for; without a nonce (a call from an older history) it is the legacy one. The
+    MessageId does not depend on the nonce: it is stable across re-sends of this attempt (E9)."""
     attempt = Attempt.of(work)
     action = work.Action
-    request_id = request_message_id(attempt.instance_id, action)
+    message_id = request_message_id(attempt.instance_id, action)
+    rid = message_id if work.Nonce is None else request_id(action, work.Nonce)
     request = AgentRequest(
-        RequestID=request_id,
+        RequestID=rid,
         InstanceID=attempt.instance_id,
         OrderID=attempt.order_id,
         Step=action,
@@ -179,10 +195,10 @@ def send_agent_request(work: AgentRequestInput, ports: Ports) -> str:
     ports.sender.send(
         ports.settings.agent_requests_queue,
         request.model_dump_json(),
-        message_id=request_id,
+        message_id=message_id,
         correlation_id=attempt.order_id,
     )
-    return request_id
+    return rid
 
 
 def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = None) -> FencedResult:
@@ -226,6 +242,20 @@ def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = Non
         return FencedResult(Fenced=True)
     if record.ProcessState is ProcessState.COMPENSATING:
         # After the fenced write: a fenced-out attempt must not mark anything undone.
+        compensation = workflow.step(step).compensation
+        if compensation is not None:
+            # A step undone because its request went out, never recorded done, has no entry
+            # yet: the log gets one (no references: it has none), so it tells the whole story.
+            ports.compensation_log.append(
+                CompensationEntry(
+                    OrderID=attempt.order_id,
+                    Sequence=workflow.sequence(step),
+                    Step=step,
+                    Action=compensation,
+                    Data={},
+                    RecordedAt=now,
+                )
+            )
         ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
     return FencedResult(Fenced=False)
 
@@ -281,9 +311,7 @@ def finish(work: FinishInput, ports: Ports) -> FinishResult:
     attempt = Attempt.of(work)
     outcome = work.Outcome
     error = work.Error or ""
-    if outcome is FinishOutcome.FAIL and ports.compensation_log.entries(attempt.order_id):
-        # The log, not the orchestration's memory, says whether anything may need undoing: a
-        # step whose effect landed but whose reply did not is logged too (R9, C10).
+    if outcome is FinishOutcome.FAIL and _may_need_undoing(ports, attempt):
         outcome = FinishOutcome.BEGIN_COMPENSATION
     target, status, alert, sql_status = _FINISH[outcome]
     now = ports.clock.now()
@@ -322,6 +350,19 @@ def finish(work: FinishInput, ports: Ports) -> FinishResult:
             Fenced=False, State=record.ProcessState, ToCompensate=_to_compensate(ports, record)
         )
     return FinishResult(Fenced=False, State=record.ProcessState)
+
+
+def _may_need_undoing(ports: Ports, attempt: Attempt) -> bool:
+    """The log and the record, not the orchestration's memory, say whether anything may need
+    undoing: a completed step is logged, and a step whose request went out is on the record
+    whatever its reply said (R9, C10)."""
+    if ports.compensation_log.entries(attempt.order_id):
+        return True
+    stored = _owned(ports, attempt)
+    if stored is None:
+        return False  # fenced out, or a repeat after this very move: the move itself decides
+    undoable = {s.name for s in _workflow(stored.record).steps if s.compensation}
+    return bool(transitions.steps_to_compensate(stored.record, undoable))
 
 
 def _already_finished(record: StateRecord, attempt: Attempt, target: ProcessState) -> bool:
@@ -378,7 +419,7 @@ def advance(work: AdvanceInput, ports: Ports) -> AdvanceResult:
             return _ended(Ending.FENCED)
         if _order(ports, attempt.order_id) is None:
             return _finish(attempt, ports, FinishOutcome.FAIL, _MISSING, Ending.ERROR)
-        return _run(attempt, ports)
+        return _run(attempt, ports, work.Nonce)
     step, reply = answered
     if reply.Outcome is AgentOutcome.OK:
         if record_step(step.recording(reply.Result or {}), ports).Fenced:
@@ -389,7 +430,7 @@ def advance(work: AdvanceInput, ports: Ports) -> AdvanceResult:
         failed = _fenced(attempt, ports) if stored is None else _failed(attempt, ports, stored.record, error)
         if failed is not None:
             return failed
-    return _run(attempt, ports)
+    return _run(attempt, ports, work.Nonce)
 
 
 @dataclass(frozen=True)
@@ -402,8 +443,9 @@ class _Todo:
     data: dict[str, Any]
 
 
-def _run(attempt: Attempt, ports: Ports) -> AdvanceResult:
-    """Local steps until the next Agent step, whose request goes out; or the attempt's end."""
+def _run(attempt: Attempt, ports: Ports, nonce: str | None) -> AdvanceResult:
+    """Local steps until the next Agent step, whose request goes out (with ``nonce``); or the
+    attempt's end."""
     while True:
         stored = _owned(ports, attempt)
         if stored is None:
@@ -411,7 +453,7 @@ def _run(attempt: Attempt, ports: Ports) -> AdvanceResult:
         todo = _next(attempt, ports, stored.record)
         if not isinstance(todo, _Todo):
             return todo
-        result = _do(attempt, ports, stored.record, todo)
+        result = _do(attempt, ports, stored.record, todo, nonce)
         if result is not None:
             return result
 
@@ -435,7 +477,9 @@ def _next(attempt: Attempt, ports: Ports, record: StateRecord) -> _Todo | Advanc
     return _Todo(remaining[0].name, remaining[0].name, remaining[0].runs, order.wire())
 
 
-def _do(attempt: Attempt, ports: Ports, record: StateRecord, todo: _Todo) -> AdvanceResult | None:
+def _do(
+    attempt: Attempt, ports: Ports, record: StateRecord, todo: _Todo, nonce: str | None
+) -> AdvanceResult | None:
     """Run a local action (None: go on), or begin an Agent step and send its request (Wait)."""
     work = attempt.payload().for_step(todo.step, todo.action)
     if todo.runs is Runs.LOCAL:
@@ -449,9 +493,9 @@ def _do(attempt: Attempt, ports: Ports, record: StateRecord, todo: _Todo) -> Adv
     if begun.Exhausted:
         return _failed(attempt, ports, record, begun.Error or "")
     complete_by, calls = begun.grant()
-    request_id = send_agent_request(work.requesting(complete_by, calls, todo.data), ports)
+    sent = send_agent_request(work.requesting(complete_by, calls, todo.data, nonce), ports)
     return AdvanceResult(
-        Wait=PendingRequest(RequestID=request_id, CompleteBy=complete_by, Step=todo.step, Action=todo.action)
+        Wait=PendingRequest(RequestID=sent, CompleteBy=complete_by, Step=todo.step, Action=todo.action)
     )
 
 

@@ -27,7 +27,13 @@ from pydantic import (
 )
 
 from domain.apps import APP_NAME
-from domain.ids import ORDER_ID_PATTERN, parse_instance_id
+from domain.ids import (
+    INSTANCE_ID_PATTERN,
+    LEGACY_REQUEST_ID_PATTERN,
+    ORDER_ID_PATTERN,
+    is_request_id,
+    request_action,
+)
 
 # Service Bus standard tier caps a message at 256 KB; stay well inside it.
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -170,18 +176,25 @@ class QueuedOrder(OrderSubmission):
         return f"{self.OrderID}.{self.order_hash()[:32]}"
 
 
-def _instance_id(value: str) -> str:
-    parse_instance_id(value)  # "<OrderID>-<attempt>": the listener reads the order from it
+def _request_id(value: str) -> str:
+    if not is_request_id(value):
+        raise ValueError(
+            "RequestID must be '<action>:<32 hex digits>' (or, sent before nonces, '<InstanceID>:<action>')"
+        )
     return value
 
 
-InstanceId = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_instance_id)]
+# "<OrderID>-<attempt>": the listener reads the order from it, and puts it in a URL.
+InstanceId = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=INSTANCE_ID_PATTERN.pattern)
+]
+RequestId = Annotated[str, StringConstraints(min_length=1, max_length=128), AfterValidator(_request_id)]
 
 
 class AgentRequest(_Message):
     """Scheduler → Agent (R2): the work, its deadline and its share of the retry budget."""
 
-    RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    RequestID: RequestId
     InstanceID: InstanceId
     OrderID: OrderId
     Step: StepName
@@ -198,9 +211,12 @@ class AgentOutcome(StrEnum):
 
 
 class AgentReply(_Message):
-    """Agent → Scheduler (E9): raised as the event ``AgentReply.<Step>`` on the instance."""
+    """Agent → Scheduler (E9): raised on the instance as the event its RequestID names
+    (``domain.ids.reply_event``). The Agent echoes the request's IDs; one that is not a request
+    ID, or names another action or instance than the reply does, is refused here, so the
+    listener dead-letters it instead of raising it."""
 
-    RequestID: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    RequestID: RequestId
     InstanceID: InstanceId
     Step: StepName
     Outcome: AgentOutcome
@@ -212,6 +228,15 @@ class AgentReply(_Message):
     def _error_iff_not_ok(self) -> "AgentReply":
         if (self.Outcome is AgentOutcome.OK) == (self.Error is not None):
             raise ValueError("Error must be set exactly when Outcome is not 'ok'")
+        return self
+
+    @model_validator(mode="after")
+    def _ids_agree(self) -> "AgentReply":
+        if request_action(self.RequestID) != self.Step:
+            raise ValueError(f"RequestID names another action than Step {self.Step!r}")
+        legacy = LEGACY_REQUEST_ID_PATTERN.fullmatch(self.RequestID)
+        if legacy is not None and legacy.group(1) != self.InstanceID:
+            raise ValueError("RequestID names another instance than InstanceID")
         return self
 
 

@@ -195,7 +195,7 @@ def complete_step(
     else:
         # A step that began may have had its effect even if it was never recorded as done
         # (its reply came too late): compensations are idempotent, so undoing it is safe.
-        if step not in record.CompletedSteps and record.RetryBudget.used(step) == 0:
+        if not went_out(record, step):
             raise IllegalTransition(
                 f"complete_step: cannot compensate {step} of {record.OrderID}: it never began"
             )
@@ -253,14 +253,29 @@ def begin_compensation(
     )
 
 
+def went_out(record: StateRecord, step: str) -> bool:
+    """Whether the forward step's request may have reached the remote service: it completed, or
+    it began. ``begin_step`` debits the step's budget before its request is sent, so a debit is
+    the durable trace of a request that may have gone out, whatever became of its reply."""
+    return step in record.CompletedSteps or record.RetryBudget.used(step) > 0
+
+
 def steps_to_compensate(record: StateRecord, undoable: Collection[str] | None = None) -> tuple[str, ...]:
-    """Completed steps not yet undone, newest first: the order compensations run in (R9).
+    """Steps not yet undone whose request went out, newest first: the order compensations run
+    in (R9). A step that began and was never recorded done is undone too, since the remote may
+    have acted on it (a refused, ambiguous or late reply) and an undo is idempotent (C10); it
+    began after every completed step, so it comes first.
 
     ``undoable`` names the steps that have a compensation; steps with nothing to undo are left out.
     """
+    began = [
+        key
+        for key in record.RetryBudget.CallsUsed
+        if not key.startswith(UNDO_PREFIX) and key not in record.CompletedSteps and went_out(record, key)
+    ]
     return tuple(
         s
-        for s in reversed(record.CompletedSteps)
+        for s in reversed((*record.CompletedSteps, *began))
         if s not in record.CompensatedSteps and (undoable is None or s in undoable)
     )
 

@@ -7,8 +7,10 @@ replays its whole history, so one that carries no decision is pure cost: the hap
 sample workflow is 3 activities and 6 episodes, where one activity per action made 10 and 11.
 
 Deterministic by construction: every read and write happens in the activity; time comes from
-the ``CompleteBy`` it returns and from ``context.current_utc_datetime``; no randomness. The
-workflow version is the record's, read by the activity: this code is the same for every version.
+the ``CompleteBy`` it returns and from ``context.current_utc_datetime``; the nonce of each request
+from ``context.new_uuid()`` and the salt in the orchestration's input, both the same on replay.
+The workflow version is the record's, read by the activity: this code is the same for every
+version.
 
 What ends an attempt early, leaving the record for the Supervisor (R5, E10, E11):
 - the durable timer at ``CompleteBy`` fires before the Agent replies;
@@ -23,12 +25,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from activities.contracts import ADVANCE, ActivityContract, AdvanceInput, AttemptInput, OrchestratorInput
+from activities.contracts import ADVANCE, ActivityContract, AttemptInput, OrchestratorInput
+from domain.ids import reply_event, request_nonce
 from domain.messages import AgentOutcome, AgentReply
 from domain.workflow import Ending
 
-# A reply nobody waits for (stray, duplicate, late) is buffered by the Durable SDK, which warns on
-# every replay of that episode; here that is the design, not a fault (see agent_event).
+# A reply nobody waits for (stray, duplicate, late, forged) is buffered by the Durable SDK, which
+# warns on every replay of that episode; here that is the design, not a fault (see agent_event).
 warnings.filterwarnings("ignore", message=r"Potential duplicate Task completion for TaskId: AgentReply\.")
 
 
@@ -63,16 +66,17 @@ def _call_with_retries(context: Any, name: str, payload: dict[str, Any]) -> Gene
 
 
 def agent_event(request_id: str) -> str:
-    """The event a reply is raised as, named by the request it answers (E8).
+    """The event a reply is raised as, named by the request it answers (E8): see
+    ``domain.ids.reply_event``, which the reply listener uses too."""
+    return reply_event(request_id)
 
-    Only the reply to this request can end this wait: a stray, late or duplicate reply to any
-    other request is raised under another name that nothing waits for, so it stays inert. (The
-    Durable SDK keeps an unconsumed event per name and hands it to every later wait of that
-    name, azure-functions-durable-python#507, so a name shared by several waits is not safe.)
-    The ``:`` of a request ID becomes ``.``: the name travels unescaped in the Durable HTTP
-    API's URL path.
-    """
-    return "AgentReply." + request_id.replace(":", ".")
+
+def next_nonce(context: Any, salt: str | None) -> str:
+    """The nonce for the request the next ``advance`` may send. Made here, not in the activity,
+    so that a repeat of the activity sends the same request; replay-safe, since ``new_uuid``
+    gives the same values in the same order on every replay (it writes nothing to the history,
+    so a history recorded before nonces replays unchanged)."""
+    return request_nonce(context.new_uuid(), salt)
 
 
 def wait_for_reply(
@@ -97,14 +101,18 @@ Orchestration = Generator[Any, Any, str]
 
 
 def run_attempt(context: Any) -> Orchestration:
-    order_id = OrchestratorInput.model_validate(context.get_input()).OrderID
-    start = AdvanceInput(OrderID=order_id, InstanceID=context.instance_id)
+    given = OrchestratorInput.model_validate(context.get_input())
+    attempt = AttemptInput(OrderID=given.OrderID, InstanceID=context.instance_id)
+    start = attempt.starting(next_nonce(context, given.Salt))
     result = yield from call(context, ADVANCE, start)
     while (request := result.Wait) is not None:
+        # The wait is named by the RequestID the activity sent, which history keeps: a request
+        # sent before nonces is waited for under its legacy name, as it was when it went out.
         reply = yield from wait_for_reply(context, request.RequestID, request.CompleteBy)
         if reply is None:
             return Ending.TIMED_OUT.value  # R5: stop waiting, leave the record alone
         if reply.Outcome is AgentOutcome.TRANSIENT_EXHAUSTED:
             return Ending.RETRY_LATER.value  # the Supervisor retries the step when CompleteBy passes
-        result = yield from call(context, ADVANCE, start.answering(request, reply))
+        answer = attempt.answering(request, reply, next_nonce(context, given.Salt))
+        result = yield from call(context, ADVANCE, answer)
     return str(result.Ending)  # no Wait: an Ending (AdvanceResult holds one or the other)

@@ -19,6 +19,7 @@ from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
 from domain.states import ProcessState
 from services.context import Ports
+from services.submit_order import conflict_detail
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,13 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
         if ports.admission is not None:
             ports.admission.admitted()
     elif stored.record.OrderHash != queued.order_hash():
-        return _error(409, "OrderConflict", f"OrderID {order.OrderID} is taken by a different order")
+        return conflict(order.OrderID)
     status_url = f"{base_url}/orders/{order.OrderID}"
     return Reply(202, {"OrderID": order.OrderID, "statusUrl": status_url}, {"Location": status_url})
+
+
+def conflict(order_id: str) -> Reply:
+    return _error(409, "OrderConflict", conflict_detail(order_id))
 
 
 def unavailable(outage: DependencyUnavailable, ports: Ports) -> Reply:

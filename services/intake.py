@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from domain.errors import DependencyUnavailable
+from domain.ids import EVENT_NAME_PATTERN, INSTANCE_ID_PATTERN, parse_instance_id, reply_event, url_segment
 from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
 from services.context import Ports
 from services.notifications import post_status, raise_alert
-from services.submit_order import SubmitOutcome, SubmitResult, submit_order
+from services.submit_order import SubmitOutcome, SubmitResult, conflict_detail, submit_order
 from services.telemetry import order_span
 
 log = logging.getLogger("sas.intake")
@@ -92,7 +93,7 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
             order_id=submission.OrderID,
             status=OrderStatus.RECEIVED if result.ok else OrderStatus.REJECTED,
             now=ports.clock.now(),
-            detail=None if result.ok else f"{reason}: {result.reason}",
+            detail=None if result.ok else f"{reason}: {_told(result)}",
             message_id=None if result.ok else f"{submission.OrderID}:rejected:{delivery.message_id}",
         )
     if reason is not None:
@@ -100,12 +101,44 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
     return result
 
 
-def parse_reply(delivery: Delivery, ports: Ports) -> AgentReply | None:
+@dataclass(frozen=True)
+class ReplyEvent:
+    """A valid reply and where it goes: the instance and the event name, each checked against
+    its alphabet and percent-encoded, as path segments of the Durable API's
+    ``.../instances/{instance}/raiseEvent/{event}`` (which the Durable client builds unescaped)."""
+
+    reply: AgentReply
+    instance: str
+    event: str
+
+    @property
+    def order_id(self) -> str:
+        return parse_instance_id(self.reply.InstanceID)[0]
+
+
+def _told(result: SubmitResult) -> str:
+    """A refusal as its submitter hears it. A conflict says no more than the front end's 409
+    (the reason, with which store held what, is for the dead letter and the operator)."""
+    if result.outcome is SubmitOutcome.CONFLICT:
+        return conflict_detail(result.order_id)
+    return result.reason or ""
+
+
+def parse_reply(delivery: Delivery, ports: Ports) -> ReplyEvent | None:
+    """The reply and where to raise it, or None: it was dead-lettered with the reason, and an
+    operator alerted. Nothing that fails here is ever raised."""
     try:
-        return parse_message(AgentReply, delivery.body)
+        reply = parse_message(AgentReply, delivery.body)
+        return ReplyEvent(
+            reply,
+            instance=url_segment(reply.InstanceID, INSTANCE_ID_PATTERN),
+            event=url_segment(reply_event(reply.RequestID), EVENT_NAME_PATTERN),
+        )
     except InvalidMessage as invalid:
         _reject(ports, delivery, invalid.reason, invalid.description, order_id=None, event="MessageRejected")
-        return None
+    except ValueError as invalid:  # AgentReply checks the same patterns: a second line only
+        _reject(ports, delivery, "InvalidIdentifier", str(invalid), order_id=None, event="MessageRejected")
+    return None
 
 
 def is_late_reply_error(error: Exception) -> bool:

@@ -2,10 +2,12 @@
 
 import asyncio
 import logging
+import secrets
 from typing import Any, Protocol
 
 from domain import transitions
 from domain.errors import DependencyUnavailable, IllegalTransition, PreconditionFailed
+from domain.ids import INSTANCE_ID_PATTERN, url_segment
 from domain.ports import Stored
 from domain.states import ProcessState
 from domain.workflow import ATTEMPT_ORCHESTRATOR
@@ -118,7 +120,11 @@ async def _start(client: OrchestrationStarter, claim: Claim) -> None:
         "claim", claim.order_id, claim.instance_id, attempt=claim.stored.record.Attempt
     ):
         try:
-            await client.start_new(ATTEMPT_ORCHESTRATOR, claim.instance_id, {"OrderID": claim.order_id})
+            # The SDK puts the instance ID in the URL as it is: checked and escaped first.
+            instance = url_segment(claim.instance_id, INSTANCE_ID_PATTERN)
+            # The attempt's secret salt for its request nonces (activities.contracts.OrchestratorInput).
+            started = {"OrderID": claim.order_id, "Salt": secrets.token_hex(16)}
+            await client.start_new(ATTEMPT_ORCHESTRATOR, instance, started)
         except Exception:  # the Supervisor recovers the claim when its grace expires
             log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
 

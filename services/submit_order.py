@@ -98,3 +98,11 @@ def submit_order(
     if created.created or inserted is InsertOutcome.CREATED:
         return SubmitResult(SubmitOutcome.ACCEPTED, order_id, stored=stored)
     return SubmitResult(SubmitOutcome.DUPLICATE, order_id, stored=stored)
+
+
+def conflict_detail(order_id: str) -> str:
+    """What a submitter is told when its OrderID cannot be used: the same words whether the ID
+    is its own with other data or another app's, and nothing about the order that holds it (no
+    owner, no data, no state). That the ID is in use is the one thing a shared ID space cannot
+    hide (docs/design.md, "OrderIDs are one namespace")."""
+    return f"OrderID {order_id} cannot be used for this order: choose another OrderID"

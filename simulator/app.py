@@ -36,6 +36,12 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "payments/refund": ("RefundId", "ref"),
 }
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# The undo operations. The Scheduler undoes every step whose request went out, refused or not,
+# and names the forward call's idempotency key in the body's ``Undoes``: an undo of a call that
+# never took effect has nothing to undo, and succeeds without an effect (nor is it stored, so an
+# undo repeated after the forward call did land undoes it then).
+UNDOS = frozenset({"inventory/release", "payments/refund"})
+UNDOES_FIELD = "Undoes"
 _THROTTLED_SHARE = 1 / 3
 
 
@@ -86,7 +92,7 @@ class Simulator:
             self.ledger.set_outcome(call_id, "hang")
         if not await self._pause((profile.hang_seconds if hung else 0.0) + self._latency(profile)):
             return self._finish(call_id, "hang" if hung else "aborted", _drop(request))
-        outcome, response = self._serve(key, operation, profile, request)
+        outcome, response = self._serve(key, operation, profile, request, body)
         return self._finish(call_id, f"hang+{outcome}" if hung else outcome, response)
 
     def _infrastructure_fault(self, profile: FaultProfile) -> tuple[str, web.StreamResponse] | None:
@@ -99,7 +105,7 @@ class Simulator:
         return "transient", _error(503, "service unavailable (simulated transient fault)")
 
     def _serve(
-        self, key: str, operation: str, profile: FaultProfile, request: web.Request
+        self, key: str, operation: str, profile: FaultProfile, request: web.Request, body: dict[str, Any]
     ) -> tuple[str, web.StreamResponse]:
         stored = self.ledger.effect(key)
         if stored is not None:
@@ -108,6 +114,9 @@ class Simulator:
             return "replayed", web.json_response(stored)
         if self._roll(profile.permanent_rate):
             return "permanent", _error(422, f"{operation} refused for {key} (simulated business refusal)")
+        undoes = body.get(UNDOES_FIELD) if operation in UNDOS else None
+        if isinstance(undoes, str) and self.ledger.effect(undoes) is None:
+            return "noop", web.json_response(_result(operation, key) | {"Noop": True})
         result, applied = self.ledger.apply_effect(key, operation, _result(operation, key), self._clock())
         if not applied:
             return "replayed", web.json_response(result)

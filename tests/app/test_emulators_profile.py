@@ -57,8 +57,12 @@ def test_orders_are_processed_and_compensated_on_the_azure_adapters(emulated: Ap
     emulated.run_until_terminal("o-1", "o-2")
     assert emulated.record("o-1").ProcessState is ProcessState.PROCESSED
     assert emulated.record("o-2").ProcessState is ProcessState.COMPENSATED
-    [entry] = emulated.compensation_log.entries("o-2")
-    assert (entry.Step, entry.Outcome) == ("ReserveInventory", "Compensated")
+    # The refused ChargePayment is undone too (its request went out), newest first.
+    entries = emulated.compensation_log.entries("o-2")
+    assert [(e.Step, e.Outcome) for e in entries] == [
+        ("ChargePayment", "Compensated"),
+        ("ReserveInventory", "Compensated"),
+    ]
     assert emulated.ports().orders.get("o-1").Status == "Confirmed"  # type: ignore[union-attr]
     statuses = emulated.statuses("status-app-a")
     assert [s["Status"] for s in statuses if s["OrderID"] == "o-1"] == ["received", "completed"]

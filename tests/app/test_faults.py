@@ -85,22 +85,30 @@ def test_the_old_attempt_is_fenced_out_of_its_replacements_record(app: App) -> N
 
 
 def test_a_permanent_failure_is_compensated_newest_first(app: App) -> None:
+    """The refused step is undone too: its request went out, so the remote may have acted."""
     app.agent.script = on("ChargePayment", Answer("permanent"))
     app.submit(submission("o-1"))
     app.run_until_terminal("o-1")
     record = app.record("o-1")
     assert record.ProcessState is ProcessState.COMPENSATED
     assert record.CompletedSteps == ("ValidateOrder", "ReserveInventory")
+    assert record.CompensatedSteps == ("ChargePayment", "ReserveInventory")
     actions = [r.Step for r in app.agent.requests]
-    assert actions == ["ReserveInventory", "ChargePayment", "ReleaseInventory"]
+    assert actions == ["ReserveInventory", "ChargePayment", "RefundPayment", "ReleaseInventory"]
     assert app.agent.net_effect("o-1", "ReleaseInventory") == 1
-    [entry] = app.compensation_log.entries("o-1")
-    assert (entry.Step, entry.Action, entry.Outcome) == (
+    charge, reserve = app.compensation_log.entries("o-1")
+    assert (charge.Step, charge.Action, charge.Outcome, charge.Data) == (
+        "ChargePayment",
+        "RefundPayment",
+        "Compensated",
+        {},  # refused: no reference to undo by, only the idempotency key
+    )
+    assert (reserve.Step, reserve.Action, reserve.Outcome) == (
         "ReserveInventory",
         "ReleaseInventory",
         "Compensated",
     )
-    assert entry.Data == {"ReserveInventoryId": "ref-o-1:ReserveInventory"}
+    assert reserve.Data == {"ReserveInventoryId": "ref-o-1:ReserveInventory"}
     assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "compensated"]
     assert [a["Event"] for a in app.alerts()] == ["OrderCompensated"]
 

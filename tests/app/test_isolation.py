@@ -17,6 +17,7 @@ from domain.ids import request_message_id
 from domain.messages import AgentOutcome, AgentReply, AgentRequest
 from services import frontend
 from services.settings import Settings
+from services.submit_order import conflict_detail
 from tests.app.conftest import OK, Answer, App, order_body, submission
 
 
@@ -137,13 +138,14 @@ def test_stray_replies_do_not_hold_up_or_end_a_step_live(app: App, stray_first: 
     attempt, without waiting for a timer."""
 
     def strays(request: AgentRequest) -> None:
-        for request_id, step in (
-            (request_message_id(request.OrderID + "-0", request.Step), request.Step),
-            (request_message_id(request.InstanceID, "ChargePayment"), "ChargePayment"),
+        for instance, request_id, step in (
+            (request.OrderID + "-0", request_message_id(request.OrderID + "-0", request.Step), request.Step),
+            (request.InstanceID, request_message_id(request.InstanceID, "ChargePayment"), "ChargePayment"),
+            (request.InstanceID, "ChargePayment:" + "0" * 32, "ChargePayment"),
         ):
             stray = AgentReply(
                 RequestID=request_id,
-                InstanceID=request.InstanceID,
+                InstanceID=instance,
                 Step=step,
                 Outcome=AgentOutcome.OK,
                 Result={"Stray": True},
@@ -167,3 +169,22 @@ def test_stray_replies_do_not_hold_up_or_end_a_step_live(app: App, stray_first: 
     assert record.ProcessState.value == "Processed" and record.Attempt == 1 and record.FailureCount == 0
     assert elapsed < Settings.from_env({}).scheduler_policy.step_timeout  # no timer ended a wait
     assert app.agent.asked["ChargePayment"] == 1
+
+
+def test_another_apps_order_id_is_refused_in_the_same_words_as_ones_own_taken_id(app: App) -> None:
+    """OrderIDs are one namespace: the refusal says the ID cannot be used, and the same whether
+    the caller holds it with other data or another app holds it — nothing about that order. On
+    the bus path the submitter's ``rejected`` status says the same; the reason with the detail
+    goes to the dead letter and the operator."""
+    assert call(app, "POST", "/api/orders", order_body("a-1"), app="app-a")[0] == 202
+    app.run_until_terminal("a-1")
+    foreign = call(app, "POST", "/api/orders", order_body("a-1"), app="app-b")
+    own = call(app, "POST", "/api/orders", order_body("a-1", Customer="Fabrikam"), app="app-a")
+    assert foreign == own == (409, {"error": "OrderConflict", "detail": conflict_detail("a-1")})
+    assert "different" not in foreign[1]["detail"]
+    app.submit(submission("a-1", app="app-b"))
+    app.run_until(lambda: bool(app.dead_letters("orders")))
+    [told] = app.statuses("status-app-b")
+    assert (told["Status"], told["Detail"]) == ("rejected", f"OrderConflict: {conflict_detail('a-1')}")
+    [dead] = app.dead_letters("orders")
+    assert "different data" in (dead.dead_letter_error_description or "")  # for the operator

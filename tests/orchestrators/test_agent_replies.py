@@ -4,6 +4,10 @@ Each case builds the history an attempt would have up to its wait for the Reserv
 reply, adds replies in some order, and asks the SDK's own replay what the orchestrator does
 next. Only the reply to this attempt's request may end the wait; stray, duplicate and late
 replies stay inert whatever order they arrive in, and every path out of a wait cancels its timer.
+
+These requests carry the RequestID from before nonces (``<instance>:<action>``), as an instance
+in flight at the deployment holds them: such a wait keeps its name and its rules.
+``test_reply_nonces`` has the histories of this deployment's requests.
 """
 
 import json
@@ -79,14 +83,15 @@ def waiting_for_reserve() -> History:
     return history
 
 
-def replay(history: History, run: Any = None) -> dict[str, Any]:
-    """Replay ``history`` through ``run`` (by default this module's orchestrator)."""
+def replay(history: History, run: Any = None, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Replay ``history`` through ``run`` (by default this module's orchestrator), started with
+    ``given`` (by default an input from before salts)."""
     context = {
         "history": history.events,
         "instanceId": INSTANCE,
         "isReplaying": False,
         "parentInstanceId": None,
-        "input": json.dumps({"OrderID": "o-1"}),
+        "input": json.dumps(given or {"OrderID": "o-1"}),
         "upperSchemaVersion": 2,
         "upperSchemaVersionNew": 3,
     }

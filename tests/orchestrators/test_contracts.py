@@ -10,6 +10,7 @@ import pytest
 
 from activities import contracts, functions
 from activities.contracts import ActivityContract
+from domain.messages import AgentReply
 from domain.workflow import Activity
 
 ORDER = (
@@ -28,9 +29,14 @@ TO_COMPENSATE = (
     '{"Step": "ReserveInventory", "Action": "ReleaseInventory", "Data": {"ReserveInventoryId": "ref-2"}}]'
 )
 
+NONCE = '"Nonce": "' + "a" * 32 + '"'
+
 INPUTS: list[tuple[ActivityContract[Any, Any], str]] = [
     (contracts.ADVANCE, "{" + IDS + "}"),
     (contracts.ADVANCE, "{" + STEP + ', "Reply": ' + REPLY + "}"),
+    # Since nonces: the same, with the nonce for the request the call may send.
+    (contracts.ADVANCE, "{" + IDS + ", " + NONCE + "}"),
+    (contracts.ADVANCE, "{" + STEP + ', "Reply": ' + REPLY + ", " + NONCE + "}"),
     (contracts.READ_ORDER, "{" + IDS + "}"),
     (contracts.BEGIN_STEP, "{" + STEP + "}"),
     (
@@ -131,3 +137,17 @@ def test_every_activity_has_one_contract_and_one_function() -> None:
     registered = [f for f in vars(functions).values() if isinstance(f, functions.ActivityFunction)]
     assert sorted(f.name for f in registered) == sorted(Activity)
     assert all(getattr(functions, f.name.value) is f for f in registered)
+
+
+def test_the_builders_write_a_nonce_only_when_there_is_one() -> None:
+    attempt = contracts.AttemptInput(OrderID="o-1", InstanceID="o-1-1")
+    assert json.dumps(attempt.starting("a" * 32).wire()) == "{" + IDS + ", " + NONCE + "}"
+    request = contracts.PendingRequest.model_validate(json.loads(RESULTS[0][1])["Wait"])
+    reply = AgentReply.model_validate_json(REPLY)
+    assert json.dumps(attempt.answering(request, reply, "a" * 32).wire()) == (
+        "{" + STEP + ', "Reply": ' + REPLY + ", " + NONCE + "}"
+    )
+    assert "Nonce" not in attempt.answering(request, reply, None).wire()
+    sending = attempt.for_step("ReserveInventory", "ReserveInventory")
+    assert "Nonce" not in sending.requesting(request.CompleteBy, 1, {}).wire()
+    assert sending.requesting(request.CompleteBy, 1, {}, "a" * 32).wire()["Nonce"] == "a" * 32

@@ -167,6 +167,23 @@ def test_permanent_refusal_only_for_keys_without_an_effect(tmp_path: Path) -> No
     run(scenario())
 
 
+def test_an_undo_of_a_call_that_never_took_effect_succeeds_and_changes_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with simulator(tmp_path) as client:
+            undo = {"Undoes": "order-1:ChargePayment"}
+            status, body, _ = await call(client, "payments/refund", "order-1:RefundPayment", undo)
+            assert status == 200 and body["Noop"] is True
+            assert await effects(client, "order-1:RefundPayment") == []
+            # The forward call lands after all: the undo, repeated, now undoes it.
+            await call(client, "payments/charge", "order-1:ChargePayment")
+            status, body, _ = await call(client, "payments/refund", "order-1:RefundPayment", undo)
+            assert status == 200 and "Noop" not in body
+            assert len(await effects(client, "order-1:RefundPayment")) == 1
+            assert await outcomes(client, "order-1:RefundPayment") == ["noop", "ok"]
+
+    run(scenario())
+
+
 def test_lost_response_applies_the_effect(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with simulator(tmp_path, FaultProfile(lost_response_rate=1)) as client:

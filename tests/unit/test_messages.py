@@ -73,7 +73,7 @@ def test_the_order_hash_covers_the_immutable_data_only() -> None:
 
 
 def test_an_agent_reply_has_an_error_exactly_when_it_failed() -> None:
-    ok = {"RequestID": "r", "InstanceID": "o-1-1", "Step": "Reserve", "Outcome": "ok"}
+    ok = {"RequestID": "Reserve:" + "0" * 32, "InstanceID": "o-1-1", "Step": "Reserve", "Outcome": "ok"}
     assert parse_message(AgentReply, json.dumps(ok)).Error is None
     with pytest.raises(InvalidMessage):
         parse_message(AgentReply, json.dumps({**ok, "Outcome": "permanent"}))
@@ -84,7 +84,7 @@ def test_an_agent_reply_has_an_error_exactly_when_it_failed() -> None:
 @pytest.mark.parametrize("instance", ["o1", "o-1-x", "-1", "o-1-"])
 def test_an_agent_reply_for_no_attempt_is_refused_with_a_reason(instance: str) -> None:
     # The reply listener reads the order from the instance ID: one it cannot read is dead-lettered.
-    reply = {"RequestID": "r", "InstanceID": instance, "Step": "Reserve", "Outcome": "ok"}
+    reply = {"RequestID": "Reserve:" + "0" * 32, "InstanceID": instance, "Step": "Reserve", "Outcome": "ok"}
     with pytest.raises(InvalidMessage, match="InstanceID"):
         parse_message(AgentReply, json.dumps(reply))
 

@@ -143,6 +143,25 @@ def test_compensation_runs_in_reverse_order_and_ends_compensated() -> None:
     assert final.ProcessState is ProcessState.COMPENSATED and final.LockedBy is None
 
 
+def test_a_step_whose_request_went_out_is_undone_first_though_never_recorded_done() -> None:
+    """D began (its budget debited, its request sent) and was refused: the remote may have
+    acted, so D is undone too, newest first; a step that never began is not."""
+    record = _with_steps("A", "B")
+    record = t.begin_step(record, instance="o-1-1", step="D", now=T0, policy=POLICY).record
+    assert t.went_out(record, "D") and t.went_out(record, "A") and not t.went_out(record, "E")
+    comp = t.begin_compensation(record, instance="o-1-1", now=T0, policy=POLICY, error="D refused")
+    assert t.steps_to_compensate(comp) == ("D", "B", "A")
+    assert t.steps_to_compensate(comp, undoable={"D", "A"}) == ("D", "A")
+    with pytest.raises(IllegalTransition):
+        t.complete_step(comp, instance="o-1-1", step="E", now=T0, policy=POLICY)  # never began
+    for step in t.steps_to_compensate(comp):
+        comp = t.begin_step(comp, instance="o-1-1", step=step, now=T0, policy=POLICY).record
+        comp = t.complete_step(comp, instance="o-1-1", step=step, now=T0, policy=POLICY)
+    with pytest.raises(IllegalTransition):  # not while D is still to undo
+        t.compensated(replace(comp, CompensatedSteps=("B", "A")), instance="o-1-1", now=T0)
+    assert t.compensated(comp, instance="o-1-1", now=T0).ProcessState is ProcessState.COMPENSATED
+
+
 def test_a_failed_compensation_is_its_own_state() -> None:
     comp = t.begin_compensation(_with_steps("A"), instance="o-1-1", now=T0, policy=POLICY, error="x")
     failed = t.compensation_failed(comp, instance="o-1-1", now=T0, error="refund refused")
