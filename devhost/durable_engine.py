@@ -519,7 +519,7 @@ class DurableEngine:
                 now,
                 TaskScheduledId=task_id,
                 Reason=str(error),
-                Details=None,
+                Details="",
             )
             tx.deliver(episode.instance_id, episode.execution_id, event_text(failed), now)
         self.changed(Queued.EVENTS)
@@ -575,7 +575,7 @@ class DurableEngine:
                 now,
                 TaskScheduledId=parent.task_id,
                 Reason=reason if isinstance(reason, str) else output,
-                Details=None,
+                Details="",
             )
         tx.deliver(parent.instance_id, parent.execution_id, event_text(event), now)
 
