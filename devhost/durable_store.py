@@ -62,6 +62,14 @@ CREATE TABLE IF NOT EXISTS activities (
     input        TEXT,
     locked_until TEXT  -- unused now (leases live in memory); kept so older data directories open
 );
+-- A sub-orchestration's parent and the task ID it waits on (a table of its own, so older data
+-- directories open unchanged).
+CREATE TABLE IF NOT EXISTS parents (
+    instance_id        TEXT PRIMARY KEY,
+    parent_instance_id TEXT NOT NULL,
+    parent_execution   TEXT NOT NULL,
+    task_id            INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schedules (
     function_name TEXT PRIMARY KEY,
     last_fired    TEXT NOT NULL
@@ -128,9 +136,25 @@ class ActivityWork:
     input: str | None
 
 
+@dataclass(frozen=True)
+class ParentLink:
+    """The orchestration a sub-orchestration reports to, and the task of its call."""
+
+    instance_id: str
+    execution_id: str
+    task_id: int
+
+
 class _Reads:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    def parent(self, instance_id: str) -> ParentLink | None:
+        row = self.conn.execute(
+            "SELECT parent_instance_id, parent_execution, task_id FROM parents WHERE instance_id = ?",
+            (instance_id,),
+        ).fetchone()
+        return None if row is None else ParentLink(str(row[0]), str(row[1]), int(row[2]))
 
     def instance(self, instance_id: str) -> Instance | None:
         row = self.conn.execute(
@@ -165,6 +189,13 @@ class StoreTx(_Reads):
                 format_time(now),
                 format_time(now),
             ),
+        )
+
+    def link_parent(self, instance_id: str, parent: ParentLink) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO parents (instance_id, parent_instance_id, parent_execution, task_id)"
+            " VALUES (?, ?, ?, ?)",
+            (instance_id, parent.instance_id, parent.execution_id, parent.task_id),
         )
 
     def restart_instance(
@@ -248,6 +279,7 @@ class StoreTx(_Reads):
         self.drop_work(instance_id)
         self.conn.execute("DELETE FROM history WHERE instance_id = ?", (instance_id,))
         self.conn.execute("DELETE FROM instances WHERE instance_id = ?", (instance_id,))
+        self.conn.execute("DELETE FROM parents WHERE instance_id = ?", (instance_id,))
 
     def record_fired(self, function_name: str, stamp: str) -> None:
         """A timer trigger's latest occurrence, as the host stamps it (``last_fired`` reads it)."""

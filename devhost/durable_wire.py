@@ -27,6 +27,9 @@ class EventType(IntEnum):
     TASK_SCHEDULED = 4
     TASK_COMPLETED = 5
     TASK_FAILED = 6
+    SUB_ORCHESTRATION_INSTANCE_CREATED = 7
+    SUB_ORCHESTRATION_INSTANCE_COMPLETED = 8
+    SUB_ORCHESTRATION_INSTANCE_FAILED = 9
     TIMER_CREATED = 10
     TIMER_FIRED = 11
     ORCHESTRATOR_STARTED = 12
@@ -102,7 +105,12 @@ _UNPLAYED = '"IsPlayed": false'
 _PLAYED = '"IsPlayed": true'
 # The events a replay's actions are checked against, picked out of the history without parsing it.
 _SCHEDULING = tuple(
-    f'{{"EventType": {int(kind)},' for kind in (EventType.TASK_SCHEDULED, EventType.TIMER_CREATED)
+    f'{{"EventType": {int(kind)},'
+    for kind in (
+        EventType.TASK_SCHEDULED,
+        EventType.TIMER_CREATED,
+        EventType.SUB_ORCHESTRATION_INSTANCE_CREATED,
+    )
 )
 
 
@@ -113,7 +121,8 @@ def as_played(text: str) -> str:
 
 
 def is_scheduling(text: str) -> bool:
-    """Whether a stored event records an activity or a timer the orchestrator asked for."""
+    """Whether a stored event records an activity, a timer or a sub-orchestration the
+    orchestrator asked for: each took a task ID."""
     return text.startswith(_SCHEDULING)
 
 
@@ -134,12 +143,14 @@ def split_orchestrator_error(text: str) -> tuple[str, dict[str, Any] | None]:
     return message.strip(), json.loads(state)
 
 
-def context_fields(instance_id: str, input_json: str | None, *, is_replaying: bool) -> dict[str, Any]:
+def context_fields(
+    instance_id: str, input_json: str | None, *, is_replaying: bool, parent_instance_id: str | None = None
+) -> dict[str, Any]:
     """The out-of-proc orchestration context the Durable extension sends, but for its history."""
     return {
         "instanceId": instance_id,
         "isReplaying": is_replaying,
-        "parentInstanceId": None,
+        "parentInstanceId": parent_instance_id,
         "input": input_json,
         "upperSchemaVersion": 2,
         "upperSchemaVersionNew": 3,
@@ -152,3 +163,110 @@ def context_fields(instance_id: str, input_json: str | None, *, is_replaying: bo
 def orchestration_context(history: list[str], fields: dict[str, Any]) -> str:
     """The context JSON, its history spliced in as the events' JSON texts (not parsed again)."""
     return '{"history": [' + ", ".join(history) + "], " + json.dumps(fields)[1:]
+
+
+def _parse_token(text: Any) -> Any:
+    """``DurableClient.ParseToJToken``: JSON text as its value, other text as it is."""
+    if not isinstance(text, str):
+        return text
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return text
+
+
+def project_history(texts: list[str], *, show_output: bool, show_input: bool) -> list[dict[str, Any]]:
+    """A history as ``DurableClient.GetDurableOrchestrationStatusAsync`` shows it with
+    ``showHistory``: string ``EventType``s; each completion or failure carries its scheduling
+    event's ``FunctionName``, ``ScheduledTime`` (and ``Input``), and the scheduling event and the
+    OrchestratorStarted/Completed markers are dropped; results only with ``showHistoryOutput``;
+    no ``EventId`` or ``IsPlayed``."""
+    events: list[dict[str, Any]] = [json.loads(text) for text in texts]
+    scheduled: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+    dropped: set[int] = set()
+    for index, event in enumerate(events):
+        kind = _KINDS.get(int(event["EventType"]))
+        if kind is None:
+            continue
+        event["EventType"] = _EVENT_NAMES[kind]
+        if kind in (EventType.TASK_SCHEDULED, EventType.SUB_ORCHESTRATION_INSTANCE_CREATED):
+            scheduled[(event["EventType"], event["EventId"])] = (index, dict(event))
+            event.pop("Version", None)
+        elif kind in _COMPLETIONS:
+            origin = scheduled.get((_COMPLETIONS[kind], event.get("TaskScheduledId", -1)))
+            if origin is not None:
+                dropped.add(origin[0])
+            _project_completion(event, kind, None if origin is None else origin[1], show_output, show_input)
+        elif kind in (EventType.ORCHESTRATOR_STARTED, EventType.ORCHESTRATOR_COMPLETED):
+            dropped.add(index)
+        else:
+            _project_other(event, kind, show_output)
+        if not show_input:
+            event.pop("Input", None)
+        event.pop("EventId", None)
+        event.pop("IsPlayed", None)
+    return [event for index, event in enumerate(events) if index not in dropped]
+
+
+def _project_completion(
+    event: dict[str, Any],
+    kind: EventType,
+    origin: dict[str, Any] | None,
+    show_output: bool,
+    show_input: bool,
+) -> None:
+    if origin is not None:
+        event["ScheduledTime"] = origin["Timestamp"]
+        event["FunctionName"] = origin.get("Name")
+        if show_input:
+            event["Input"] = origin.get("Input")
+    event.pop("TaskScheduledId", None)
+    if kind not in (EventType.TASK_COMPLETED, EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED):
+        return
+    if show_output:
+        event["Result"] = _parse_token(event.get("Result"))
+    else:
+        event.pop("Result", None)
+
+
+def _project_other(event: dict[str, Any], kind: EventType, show_output: bool) -> None:
+    if kind == EventType.EXECUTION_STARTED:
+        event["FunctionName"] = event.pop("Name", None)
+        for key in ("OrchestrationInstance", "ParentInstance", "Version", "Tags"):
+            event.pop(key, None)
+    elif kind == EventType.EXECUTION_COMPLETED:
+        if show_output:
+            event["Result"] = _parse_token(event.get("Result"))
+        else:
+            event.pop("Result", None)
+    elif kind == EventType.TIMER_FIRED:
+        event.pop("TimerId", None)
+
+
+# DurableTask.Core's EventType names, as ``EventType.ToString()`` writes them.
+_EVENT_NAMES = {
+    EventType.EXECUTION_STARTED: "ExecutionStarted",
+    EventType.EXECUTION_COMPLETED: "ExecutionCompleted",
+    EventType.EXECUTION_TERMINATED: "ExecutionTerminated",
+    EventType.TASK_SCHEDULED: "TaskScheduled",
+    EventType.TASK_COMPLETED: "TaskCompleted",
+    EventType.TASK_FAILED: "TaskFailed",
+    EventType.SUB_ORCHESTRATION_INSTANCE_CREATED: "SubOrchestrationInstanceCreated",
+    EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED: "SubOrchestrationInstanceCompleted",
+    EventType.SUB_ORCHESTRATION_INSTANCE_FAILED: "SubOrchestrationInstanceFailed",
+    EventType.TIMER_CREATED: "TimerCreated",
+    EventType.TIMER_FIRED: "TimerFired",
+    EventType.ORCHESTRATOR_STARTED: "OrchestratorStarted",
+    EventType.ORCHESTRATOR_COMPLETED: "OrchestratorCompleted",
+    EventType.EVENT_RAISED: "EventRaised",
+}
+_KINDS = {int(kind): kind for kind in EventType}
+_COMPLETIONS = {
+    EventType.TASK_COMPLETED: "TaskScheduled",
+    EventType.TASK_FAILED: "TaskScheduled",
+    EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED: "SubOrchestrationInstanceCreated",
+    EventType.SUB_ORCHESTRATION_INSTANCE_FAILED: "SubOrchestrationInstanceCreated",
+}

@@ -349,6 +349,12 @@ def test_status_through_the_sdk_client(sample: Sample) -> None:
     assert json.loads(text)["status"] is None
 
 
+# The SDK's raise_event JSON-encodes its data twice, and the extension stores the parsed body as
+# it is (HttpApiHandler.HandleRaiseEventRequestAsync), so a string raised by the SDK reaches the
+# orchestrator with its quotes: https://github.com/Azure/azure-functions-durable-python/issues/295
+SDK_RAISED = '"{}"'.format
+
+
 def test_the_event_wins_the_race_and_the_losing_timer_is_cancelled(sample: Sample) -> None:
     instance = sample.start("race", {"timeout": 1800})
     started = sample.host.clock.now()
@@ -356,7 +362,7 @@ def test_the_event_wins_the_race_and_the_losing_timer_is_cancelled(sample: Sampl
     status, _ = sample.http("POST", f"/api/raise/{instance}/Approval", "yes")
     assert status == 202
     sample.run_until_finished(instance)
-    assert sample.status(instance)["output"] == "approved:yes"
+    assert sample.status(instance)["output"] == f"approved:{SDK_RAISED('yes')}"
     assert sample.host.clock.now() == started  # finished without waiting for the timer
     assert sample.host.engine.next_due() is None  # the timer is gone, not merely ignored
 
@@ -377,7 +383,7 @@ def test_an_uncancelled_timer_keeps_the_instance_running_until_it_fires(sample: 
     sample.run(sample.host.pump())
     assert sample.status(instance)["runtimeStatus"] == "Running"
     sample.run_until_finished(instance)
-    assert sample.status(instance)["output"] == "approved:yes"
+    assert sample.status(instance)["output"] == f"approved:{SDK_RAISED('yes')}"
     assert sample.host.clock.now() - started == timedelta(minutes=10)
 
 
@@ -387,7 +393,7 @@ def test_an_event_raised_before_the_wait_is_buffered(sample: Sample) -> None:
     status, _ = sample.http("POST", f"/api/raise/{instance}/Approval", "early")
     assert status == 202
     sample.run_until_finished(instance)
-    assert sample.status(instance)["output"] == "approved:early"
+    assert sample.status(instance)["output"] == f"approved:{SDK_RAISED('early')}"
 
 
 def test_an_activity_exception_can_be_caught_by_the_orchestrator(sample: Sample) -> None:

@@ -168,3 +168,93 @@ def count(work: dict) -> int:
 @app.activity_trigger(input_name="value")
 def boom(value: str) -> str:
     raise KeyError(f"no such thing: {value}")
+
+
+# --- Durable samples: the patterns of Microsoft's Durable Functions documentation -------------
+
+
+@app.orchestration_trigger(context_name="context")
+def approval(context: df.DurableOrchestrationContext):
+    """Human interaction: wait for an approval event, or escalate when the deadline passes."""
+    deadline = context.current_utc_datetime + timedelta(hours=(context.get_input() or {}).get("hours", 72))
+    timer = context.create_timer(deadline)
+    answer = context.wait_for_external_event("ApprovalEvent")
+    winner = yield context.task_any([answer, timer])
+    if winner == answer:
+        timer.cancel()
+        return {"approved": answer.result}
+    return (yield context.call_activity("greet", "escalation"))
+
+
+@app.orchestration_trigger(context_name="context")
+def monitor(context: df.DurableOrchestrationContext):
+    """A monitor: poll an activity every 5 minutes until it reports done, then stop."""
+    settings = context.get_input() or {}
+    polls = 0
+    while True:
+        polls += 1
+        context.set_custom_status({"polls": polls})
+        done = yield context.call_activity("check", {"poll": polls, "done_at": settings.get("done_at", 3)})
+        if done:
+            return polls
+        yield context.create_timer(context.current_utc_datetime + timedelta(minutes=5))
+
+
+@app.orchestration_trigger(context_name="context")
+def parent(context: df.DurableOrchestrationContext):
+    """Sub-orchestrations: fan out to children (one with an ID of its own), and catch a failure."""
+    named = context.call_sub_orchestrator("chain", ["x"], f"{context.instance_id}-child")
+    unnamed = context.call_sub_orchestrator("chain", ["y", "z"])
+    results = yield context.task_all([named, unnamed])
+    try:
+        yield context.call_sub_orchestrator("crash")
+    except Exception as error:  # noqa: BLE001 - a child's failure arrives as a plain Exception
+        results.append(f"caught: {error}")
+    return results
+
+
+@app.orchestration_trigger(context_name="context")
+def retrying(context: df.DurableOrchestrationContext):
+    """call_activity_with_retry: the activity fails ``fail`` times before it succeeds."""
+    settings = context.get_input() or {}
+    options = df.RetryOptions(
+        first_retry_interval_in_milliseconds=30_000, max_number_of_attempts=settings["attempts"]
+    )
+    work = {"key": context.instance_id, **settings}
+    try:
+        return (yield context.call_activity_with_retry("flaky", options, work))
+    except Exception as error:  # noqa: BLE001 - the last attempt's failure
+        return f"gave up: {error}"
+
+
+@app.orchestration_trigger(context_name="context")
+def eternal(context: df.DurableOrchestrationContext):
+    """ContinueAsNew with a timer between generations, as the eternal orchestration pattern."""
+    generation = context.get_input() or 0
+    context.set_custom_status({"generation": generation})
+    yield context.create_timer(context.current_utc_datetime + timedelta(hours=1))
+    if generation >= 2:
+        return generation
+    context.continue_as_new(generation + 1)
+    return None
+
+
+@app.orchestration_trigger(context_name="context")
+def suspendable(context: df.DurableOrchestrationContext):
+    yield context.wait_for_external_event("Never")
+    return "unreachable"
+
+
+@app.activity_trigger(input_name="poll")
+def check(poll: dict) -> bool:
+    return bool(poll["poll"] >= poll["done_at"])
+
+
+@app.activity_trigger(input_name="work")
+def flaky(work: dict) -> str:
+    record("flaky", key=work["key"])
+    with open(os.environ["SAMPLE_OUTPUT"]) as lines:
+        attempts = sum(1 for line in lines if json.loads(line).get("key") == work["key"])
+    if attempts <= work["fail"]:
+        raise RuntimeError(f"attempt {attempts} fails")
+    return f"succeeded on attempt {attempts}"
