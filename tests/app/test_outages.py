@@ -254,15 +254,17 @@ def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_he
         known = app.host.clock.now() + timedelta(minutes=1)
         app.run_until(lambda: app.host.clock.now() >= known)  # the starter and Supervisor met it
 
-        # Each caller hears at once: one try of the store (the SDK may redial once), not a budget.
+        # Each caller hears at once: one try of the store, not a budget of them. One try of the
+        # Cosmos SDK dials up to three times (its own retry of a failed connection).
         asked = 20
-        before = stack.cosmos.stats().accepted
+        connections = []
         for n in range(asked):
+            before = stack.cosmos.stats().accepted
             status, body, headers = app.http("POST", "/api/orders", order_body(f"web-{n}"))
             assert (status, json.loads(body)["error"]) == (503, "ServiceUnavailable")
             assert int(headers["Retry-After"]) > 0
-        connections = stack.cosmos.stats().accepted - before
-        assert connections <= 2 * asked, f"{connections} connections for {asked} refusals"
+            connections.append(stack.cosmos.stats().accepted - before)
+        assert max(connections) <= 3, connections
 
         app.run_until(lambda: app.host.clock.now() >= back)
         app.run_until(lambda: stack.count(TERMINAL_STATES) == BURST, days=1)
