@@ -188,14 +188,22 @@ def test_while_one_call_probes_a_known_outage_the_others_do_not_call_at_all() ->
     observer = Observer()
     observer.down.add("state store")
     guarded = guard(Hanging, "state store", FAST, observer)
-    prober = threading.Thread(target=lambda: pytest.raises(DependencyUnavailable, guarded.read, "probe"))
+    outcomes: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            guarded.read("probe")
+        except DependencyUnavailable as error:
+            outcomes.append(error)
+
+    prober = threading.Thread(target=probe)
     prober.start()
     assert probing.wait(5)
     with pytest.raises(DependencyUnavailable, match="another call is probing"):
         guarded.read("other")
     release.set()
     prober.join(5)
-    assert calls == ["probe"]
+    assert calls == ["probe"] and len(outcomes) == 1
 
 
 def test_the_first_success_ends_the_outage_for_every_caller() -> None:
