@@ -6,14 +6,20 @@ written back as JSON, byte for byte the wire form of ``activities.contracts``.
 with a plain dict, as the extension would.
 """
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from activities import contracts, steps
 from activities.contracts import ActivityContract, AttemptInput, Contract, JsonObject
+from domain import transitions
+from domain.errors import DependencyUnavailable, DomainError
 from domain.workflow import Activity
 from services.context import Ports
+from services.fenced import fenced_update
+
+log = logging.getLogger("sas.activities")
 
 
 @dataclass(frozen=True)
@@ -33,10 +39,31 @@ class ActivityFunction[I: AttemptInput, R, W: JsonObject | str]:
         return self.contract.takes.model_validate(payload)
 
     def answer(self, work: I, ports: Ports) -> W:
-        return self.dump(self.body(work, ports))
+        try:
+            return self.dump(self.body(work, ports))
+        except DependencyUnavailable as outage:
+            note_unavailable(work, ports, outage)
+            raise  # the orchestrator retries the activity; its last failure ends the attempt
 
     def __call__(self, payload: Mapping[str, Any], ports: Ports) -> W:
         return self.answer(self.parse(payload), ports)
+
+
+def note_unavailable(work: AttemptInput, ports: Ports, outage: DependencyUnavailable) -> None:
+    """Leave on the record that this attempt is failing on an outage, so that the Supervisor
+    does not count its expiry against the order (``domain.outage``). Best effort: when the
+    state store is what is down this fails too, and the Supervisor knows that outage itself."""
+    try:
+        fenced_update(
+            ports.states,
+            work.OrderID,
+            lambda record: transitions.note_unavailable(
+                record, instance=work.InstanceID, dependency=outage.dependency, now=ports.clock.now()
+            ),
+            cache=ports.records,
+        )
+    except (DependencyUnavailable, DomainError) as error:
+        log.info("could not note the %s's outage on order %s: %s", outage.dependency, work.OrderID, error)
 
 
 def _wire(result: Contract) -> JsonObject:

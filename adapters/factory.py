@@ -53,14 +53,14 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 
 
 def _outage_alert(
-    messaging: MessageSender, settings: Settings, clock: Clock
+    messaging: MessageSender, settings: Settings, clock: Clock, event: str
 ) -> Callable[[str, str, datetime], None]:
     def alert(dependency: str, reason: str, since: datetime) -> None:
         # Unguarded on purpose: when the bus is what is down, this fails once and is logged.
         raise_alert(
             messaging,
             queue=settings.alerts_queue,
-            event="DependencyUnavailable",
+            event=event,
             reason=reason,
             now=clock.now(),
             dedup_key=f"{dependency.replace(' ', '-')}.{since:%Y%m%dT%H%M}",
@@ -120,12 +120,17 @@ def _queue_depth(settings: Settings, messaging: Messaging) -> QueueDepth | None:
 
 def build_ports(settings: Settings, clock: Clock) -> Ports:
     """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
-    within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``, and the first such
-    failure of an outage alerts an operator once (``services.outages``). ``clock``: the system
-    clock, or the host's (``adapters.clock.host_clock``)."""
+    within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``; the first such
+    failure of an outage alerts an operator once, and its end sends one ``DependencyRecovered``
+    note (``services.outages``). ``clock``: the system clock, or the host's
+    (``adapters.clock.host_clock``)."""
     policy = retry_policy(settings)
     messaging = _messaging(settings, clock)
-    outages = OutageMonitor(clock, _outage_alert(messaging, settings, clock))
+    outages = OutageMonitor(
+        clock,
+        _outage_alert(messaging, settings, clock, "DependencyUnavailable"),
+        _outage_alert(messaging, settings, clock, "DependencyRecovered"),
+    )
 
     def shield[T](dependency: str, build: Callable[[], T]) -> T:
         return guard(build, dependency, policy, outages)

@@ -6,8 +6,11 @@ drivers through pyodbc, stdlib sqlite3, azure-core's HTTP SDKs, azure-servicebus
 a port so that each call retries transient faults with exponential back-off and full jitter for
 at most ``RetryPolicy.budget``, then raises ``DependencyUnavailable`` naming the dependency; it
 also tells an ``OutageObserver`` when a dependency stops and starts answering, which is how one
-outage makes one operator alert. Errors that are not transient (a bug, a refused write, a
-conflict) pass through at once, untouched: retrying them would only delay the same answer.
+outage makes one operator alert. While the observer knows a dependency is down, a call makes one
+try (a probe) instead of a budget of them, and while one call probes, the others give up
+without calling: an outage the process knows about costs a caller one try, not the budget.
+Errors that are not transient (a bug, a refused write, a conflict) pass through at once,
+untouched: retrying them would only delay the same answer.
 
 What a caller does once the budget is spent is the caller's business (docs/operating.md "Transient
 faults"): a submission comes back later on a scheduled message, an orchestration retries the
@@ -162,6 +165,10 @@ class OutageObserver(Protocol):
         """A call to ``dependency`` succeeded (cheap when nothing was wrong)."""
         ...
 
+    def is_down(self, dependency: str) -> bool:
+        """``dependency`` gave up and has not answered since (cheap when nothing is wrong)."""
+        ...
+
 
 class _Guarded:
     """Every public method of the target, retried under the policy (see ``guard``)."""
@@ -175,6 +182,7 @@ class _Guarded:
         self._dependency = dependency
         self._policy = policy
         self._observer = observer
+        self._probing = threading.Lock()  # held by the one call that probes a known outage
 
     def _resolved(self) -> object:
         if self._target is None:
@@ -197,17 +205,46 @@ class _Guarded:
             close()
 
     def _run(self, call: Callable[[], Any]) -> Any:
+        if self._observer.is_down(self._dependency):
+            return self._probe(call)
         try:
             result = self._policy.retrying()(call)
         except Exception as error:
             if not is_transient(error):
                 raise
-            self._observer.unavailable(self._dependency, error)
-            if isinstance(error, DependencyUnavailable):
+            outage = self._gave_up(error)
+            if outage is error:
                 raise
-            raise DependencyUnavailable(self._dependency, f"{type(error).__name__}: {error}") from error
+            raise outage from error
         self._observer.available(self._dependency)
         return result
+
+    def _probe(self, call: Callable[[], Any]) -> Any:
+        """One try of a call to a dependency known to be down; none while another call probes."""
+        if not self._probing.acquire(blocking=False):
+            error = DependencyUnavailable(self._dependency, "known to be down; another call is probing it")
+            self._observer.unavailable(self._dependency, error)
+            raise error
+        try:
+            result = call()
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            outage = self._gave_up(error)
+            if outage is error:
+                raise
+            raise outage from error
+        finally:
+            self._probing.release()
+        self._observer.available(self._dependency)
+        return result
+
+    def _gave_up(self, error: Exception) -> DependencyUnavailable:
+        """Tell the observer; the error the caller sees (``error`` itself if it already is one)."""
+        self._observer.unavailable(self._dependency, error)
+        if isinstance(error, DependencyUnavailable):
+            return error
+        return DependencyUnavailable(self._dependency, f"{type(error).__name__}: {error}")
 
     def __repr__(self) -> str:
         return f"guard({self._dependency!r}, {self._target!r})"

@@ -270,6 +270,7 @@ class OperatorAlert(_Message):
         "CompensationFailed",
         "OrderCompensated",
         "DependencyUnavailable",
+        "DependencyRecovered",
     ]
     OrderID: str | None = None
     Reason: Annotated[str, StringConstraints(max_length=2000)]

@@ -17,12 +17,23 @@ class RecoveryPolicy:
     quick_retries: int = 2
     extended_retries: int = 2
     cooldown: timedelta = timedelta(minutes=5)
+    # An expiry put down to an outage is not counted (``domain.outage``): while the dependency
+    # is down, the next uncounted try waits this long after the expiry, doubling per hold, at
+    # most ``cooldown``.
+    outage_wait_first: timedelta = timedelta(seconds=30)
 
     def __post_init__(self) -> None:
         if self.quick_retries < 0 or self.extended_retries < 0:
             raise ValueError("retry counts must not be negative")
         if self.cooldown <= timedelta(0):
             raise ValueError("cooldown must be positive")
+        if self.outage_wait_first <= timedelta(0):
+            raise ValueError("outage_wait_first must be positive")
+
+    def outage_wait(self, holds: int) -> timedelta:
+        """How long after an expiry the next uncounted try starts, after ``holds`` before it."""
+        grown: timedelta = self.outage_wait_first * 2 ** min(holds, 32)
+        return min(grown, max(self.cooldown, self.outage_wait_first))
 
     @property
     def max_attempts_per_step(self) -> int:

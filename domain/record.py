@@ -76,6 +76,14 @@ class StateRecord:
     # The Supervisor's outbox (E15): it gave up on this record and has not yet told the
     # submitter and an operator. Set in the same write as the terminal state, cleared once told.
     NoticePending: bool = False
+    # The attempt's last word, when it ended on an outage: the dependency that was unavailable
+    # (an activity's retries ran out on ``DependencyUnavailable``). Every transition clears it,
+    # so it is set only while nothing happened after. The Supervisor does not count such an
+    # expiry against the order (R7): ``domain.outage``.
+    Unavailable: str | None = None
+    # Consecutive expiries the Supervisor put down to outages: how long it waits before the next
+    # uncounted try while the dependency is still down. Reset by an expiry it counts.
+    OutageHolds: int = 0
     SchemaVersion: int = SCHEMA_VERSION
 
     @property
@@ -114,6 +122,8 @@ def to_document(record: StateRecord) -> dict[str, Any]:
         },
         "LastError": record.LastError,
         "NoticePending": record.NoticePending,
+        "Unavailable": record.Unavailable,
+        "OutageHolds": record.OutageHolds,
         "CreatedAt": format_ts(record.CreatedAt),
         "UpdatedAt": format_ts(record.UpdatedAt),
     }
@@ -196,5 +206,8 @@ def from_document(doc: Mapping[str, Any]) -> StateRecord:
         LastError=data["LastError"],
         # Added within schema 2 with a safe default: documents written before it read as False.
         NoticePending=bool(data.get("NoticePending", False)),
+        # Added within schema 2 with safe defaults: documents written before them read as none.
+        Unavailable=data.get("Unavailable"),
+        OutageHolds=int(data.get("OutageHolds", 0)),
         SchemaVersion=SCHEMA_VERSION,
     )

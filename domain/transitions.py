@@ -125,6 +125,7 @@ def claim(record: StateRecord, *, now: datetime, policy: SchedulerPolicy) -> Sta
         CurrentStep=None,
         CurrentGrant=0,
         NotBefore=None,
+        Unavailable=None,
         UpdatedAt=now,
     )
 
@@ -158,7 +159,7 @@ def begin_step(
         raise ValueError("calls_wanted must be at least 1")
     if record.CurrentStep == step and record.CurrentGrant > 0:
         # The same begin again (activities are at-least-once): same deadline, same grant.
-        return StepStarted(record=record, calls_granted=record.CurrentGrant)
+        return StepStarted(record=replace(record, Unavailable=None), calls_granted=record.CurrentGrant)
     key = step_key(record.ProcessState, step)
     remaining = record.RetryBudget.remaining(key)
     if remaining == 0:
@@ -174,6 +175,7 @@ def begin_step(
             CurrentGrant=granted,
             CompleteBy=now + policy.step_timeout,
             RetryBudget=record.RetryBudget.debit(key, granted),
+            Unavailable=None,
             UpdatedAt=now,
         ),
         calls_granted=granted,
@@ -204,7 +206,12 @@ def complete_step(
         )
         record = replace(record, CompensatedSteps=undone)
     return replace(
-        record, CurrentStep=None, CurrentGrant=0, CompleteBy=now + policy.start_grace, UpdatedAt=now
+        record,
+        CurrentStep=None,
+        CurrentGrant=0,
+        CompleteBy=now + policy.start_grace,
+        Unavailable=None,
+        UpdatedAt=now,
     )
 
 
@@ -220,6 +227,7 @@ def _release(record: StateRecord, state: ProcessState, now: datetime, error: str
         CurrentGrant=0,
         NotBefore=None,
         LastError=record.LastError if error is None else _error_text(error),
+        Unavailable=None,
         UpdatedAt=now,
     )
 
@@ -249,6 +257,7 @@ def begin_compensation(
         CompleteBy=now + policy.start_grace,
         CompensationRequested=True,
         LastError=_error_text(error),
+        Unavailable=None,
         UpdatedAt=now,
     )
 
@@ -302,6 +311,7 @@ class RecoveryOutcome(StrEnum):
     RETRY = "retry"  # back to Pending at once
     COOL_DOWN = "cool_down"  # back to Pending after NotBefore
     GAVE_UP = "gave_up"  # Error or CompensationFailed: alert an operator
+    HELD = "held"  # back to Pending at once, uncounted: the attempt ended on an outage
 
 
 @dataclass(frozen=True)
@@ -315,14 +325,7 @@ def is_expired(record: StateRecord, now: datetime) -> bool:
     return record.ProcessState in LOCKED_STATES and record.CompleteBy is not None and record.CompleteBy < now
 
 
-def recover_expired(
-    record: StateRecord, *, expected_locked_by: str, now: datetime, policy: RecoveryPolicy
-) -> Recovery:
-    """The Supervisor's move on a record whose CompleteBy passed (E15, R7).
-
-    Checks the expired LockedBy it saw in its scan, counts the failure, and either sends the
-    record back to Pending (at once, then after a cool-down) or gives up.
-    """
+def _require_expired(record: StateRecord, expected_locked_by: str, now: datetime) -> None:
     if record.LockedBy != expected_locked_by:
         raise FencedOut(
             f"recover: order {record.OrderID} is now locked by {record.LockedBy!r}, "
@@ -333,6 +336,39 @@ def recover_expired(
             f"recover: order {record.OrderID} is {record.ProcessState.value} "
             f"with CompleteBy {record.CompleteBy}, not expired at {now}"
         )
+
+
+def note_unavailable(record: StateRecord, *, instance: str, dependency: str, now: datetime) -> StateRecord:
+    """The attempt's last word before it ends on an outage: ``dependency`` was unavailable for an
+    activity's whole retry budget. Fenced; the next transition of any kind clears it."""
+    _fence(record, instance, LOCKED_STATES, "note_unavailable")
+    return replace(record, Unavailable=dependency, UpdatedAt=now)
+
+
+def hold_for_outage(
+    record: StateRecord, *, expected_locked_by: str, now: datetime, dependency: str
+) -> Recovery:
+    """The Supervisor's move on an expired attempt that ended on an outage (``domain.outage``):
+    back to Pending at once, with no failure counted (R7 counts the order's own failures) and
+    the dependency kept on the record, for operators, until the next claim."""
+    _require_expired(record, expected_locked_by, now)
+    held = replace(
+        _release(record, ProcessState.PENDING, now, None),
+        Unavailable=dependency,
+        OutageHolds=record.OutageHolds + 1,
+    )
+    return Recovery(held, RecoveryOutcome.HELD, record.CurrentStep or START_STEP)
+
+
+def recover_expired(
+    record: StateRecord, *, expected_locked_by: str, now: datetime, policy: RecoveryPolicy
+) -> Recovery:
+    """The Supervisor's move on a record whose CompleteBy passed (E15, R7).
+
+    Checks the expired LockedBy it saw in its scan, counts the failure, and either sends the
+    record back to Pending (at once, then after a cool-down) or gives up.
+    """
+    _require_expired(record, expected_locked_by, now)
     step = record.CurrentStep or START_STEP
     key = step_key(record.ProcessState, step)
     step_failures = record.step_failures(key) + 1
@@ -340,6 +376,7 @@ def recover_expired(
         record,
         FailureCount=record.FailureCount + 1,
         StepFailures=frozen_counts({**record.StepFailures, key: step_failures}),
+        OutageHolds=0,
     )
     compensating = record.ProcessState is ProcessState.COMPENSATING
     if step_failures > policy.quick_retries + policy.extended_retries:
@@ -413,5 +450,7 @@ def _reopen(record: StateRecord, now: datetime, *, compensate: bool) -> StateRec
         CurrentGrant=0,
         FailedStep=None,
         CompensationRequested=compensate,
+        Unavailable=None,
+        OutageHolds=0,
         UpdatedAt=now,
     )

@@ -156,6 +156,7 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
         settings.scheduler_policy.recovery,
         settings.supervisor_scan,
         lambda _, stored: tell_gave_up(ports, stored),
+        outages=ports.outages.windows if ports.outages is not None else lambda: (),
     )
     # The outbox: notices a failed send or a crash after the give-up's write left behind.
     for stored in ports.states.query_pending_notices(settings.supervisor_scan.page_size):
@@ -163,7 +164,7 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     telemetry.supervisor_pages.add(report.pages)
     telemetry.supervisor_items.add(report.scanned)
     telemetry.supervisor_cost.add(report.cost)
-    for recovery in report.recovered + report.gave_up:
+    for recovery in report.recovered + report.held + report.gave_up:
         record = recovery.record
         telemetry.recoveries.add(1, {"outcome": recovery.outcome.value})
         telemetry.transitions.add(1, {"to_state": record.ProcessState.value})
@@ -173,13 +174,16 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     # Quiet when there was nothing to do: the cadence (C9) may be seconds.
     log.log(
         logging.INFO if report.scanned else logging.DEBUG,
-        "supervisor: %d pages, %d expired scanned, cost %.1f, recovered %d, gave up %d, lost %d%s",
+        "supervisor: %d pages, %d expired scanned, cost %.1f, recovered %d, gave up %d, lost %d, "
+        "held for outages %d uncounted (%d waiting)%s",
         report.pages,
         report.scanned,
         report.cost,
         len(report.recovered),
         len(report.gave_up),
         report.lost,
+        len(report.held),
+        report.waiting,
         ", more left for the next run" if report.truncated else "",
     )
     return report

@@ -4,21 +4,31 @@ A run reads the ``CompleteBy`` window ``[now - lookback, now)`` page by page, fo
 continuation tokens, and stops at ``max_per_run`` records; it reports the store's cost of
 every page (E13). Each recovery is a conditional replace on the ETag the scan read, which pins
 the expired ``LockedBy``: of two Supervisors on one record exactly one wins (R10).
+
+An expiry that an outage explains (``domain.outage``) is not counted against the order: the
+record is left as it is while the dependency is known to be down (a back-off that grows with
+each such hold), then sent back to Pending uncounted, at once when the dependency answers again.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from domain import transitions
 from domain.errors import IllegalTransition, PreconditionFailed
+from domain.outage import OutageWindow, excusing_outage, hold_until
 from domain.policy import RecoveryPolicy, SupervisorScan
 from domain.ports import Clock, StateStore, Stored
+from domain.record import StateRecord
 from domain.transitions import Recovery, RecoveryOutcome
 
 
 @dataclass
 class SupervisionReport:
     recovered: list[Recovery] = field(default_factory=list)  # back to Pending (now or later)
+    # Back to Pending at once, uncounted: their attempts ended on an outage.
+    held: list[Recovery] = field(default_factory=list)
+    waiting: int = 0  # ended on an outage that is not over yet: left as they are, uncounted
     # Those back to Pending at once, as written (with their ETag): the next attempt may start now.
     restartable: list[Stored] = field(default_factory=list)
     gave_up: list[Recovery] = field(default_factory=list)  # Error / CompensationFailed: alert
@@ -35,11 +45,15 @@ def supervise(
     policy: RecoveryPolicy,
     scan: SupervisorScan,
     on_gave_up: Callable[[Recovery, Stored], object] | None = None,
+    *,
+    outages: Callable[[], Sequence[OutageWindow]] = lambda: (),
 ) -> SupervisionReport:
     """``on_gave_up`` runs right after each give-up is written (with what was stored, to clear
     the record's ``NoticePending`` after telling), so that a later failure in the scan cannot
-    cost an earlier order its notifications."""
+    cost an earlier order its notifications. ``outages``: the outages this process saw, open or
+    recently ended (``services.outages.OutageMonitor.windows``)."""
     now = clock.now()
+    windows = outages()
     report = SupervisionReport()
     token: str | None = None
     while report.scanned < scan.max_per_run:
@@ -58,14 +72,18 @@ def supervise(
                 report.lost += 1
                 continue
             try:
-                recovery = transitions.recover_expired(
-                    item.record, expected_locked_by=expired_by, now=now, policy=policy
-                )
+                recovery = _recovery(item.record, expired_by, now, policy, windows)
+                if recovery is None:
+                    report.waiting += 1
+                    continue
                 written = states.replace(recovery.record, item.etag)
             except (PreconditionFailed, IllegalTransition):
                 report.lost += 1
                 continue
-            if recovery.outcome is RecoveryOutcome.GAVE_UP:
+            if recovery.outcome is RecoveryOutcome.HELD:
+                report.held.append(recovery)
+                report.restartable.append(written)
+            elif recovery.outcome is RecoveryOutcome.GAVE_UP:
                 report.gave_up.append(recovery)
                 if on_gave_up is not None:
                     on_gave_up(recovery, written)
@@ -82,3 +100,19 @@ def supervise(
         token = page.continuation
     report.truncated = token is not None
     return report
+
+
+def _recovery(
+    record: StateRecord,
+    expired_by: str,
+    now: datetime,
+    policy: RecoveryPolicy,
+    windows: Sequence[OutageWindow],
+) -> Recovery | None:
+    """What to write for an expired record, or None: an outage explains it and is not over yet."""
+    dependency = excusing_outage(record, windows)
+    if dependency is None:
+        return transitions.recover_expired(record, expected_locked_by=expired_by, now=now, policy=policy)
+    if now < hold_until(record, dependency, windows, policy):
+        return None
+    return transitions.hold_for_outage(record, expected_locked_by=expired_by, now=now, dependency=dependency)

@@ -19,6 +19,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +31,7 @@ from azure.data.tables import TableServiceClient
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
 from adapters.storage.compensation_log import TABLE
+from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import Runs
@@ -66,13 +68,22 @@ def _with_port(connection_string: str, port: int) -> str:
     return re.sub(r"Port=\d+", f"Port={port}", connection_string)
 
 
-@pytest.fixture
-def stack(
+# What the app runs with here; the per-call retry budget is cut for speed (see above).
+FAST_RETRIES = {
+    "SAS_RETRY_BUDGET_SECONDS": "0.05",
+    "SAS_RETRY_FIRST_WAIT_SECONDS": "0.01",
+    "SAS_RETRY_MAX_WAIT_SECONDS": "0.02",
+}
+
+
+@contextmanager
+def running_stack(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     postgres_odbc: str,
     azurite_tables: str,
+    **settings: str,
 ) -> Iterator[Stack]:
     # What the post-provision script and Bicep create in Azure: the schema, the container, the table.
     orders = new_postgres_database(postgres_odbc)
@@ -98,18 +109,28 @@ def stack(
                 sql=_with_port(orders, sql.port),
                 dialect="postgresql",
                 tables=azurite_tables,
-                SAS_RETRY_BUDGET_SECONDS="0.05",
-                SAS_RETRY_FIRST_WAIT_SECONDS="0.01",
-                SAS_RETRY_MAX_WAIT_SECONDS="0.02",
                 # Fewer rounds through the queue than the default 5 s (each round is 200
                 # invocations); the default's horizon, over an hour, is tested on its own.
                 SAS_POSTPONE_FIRST_SECONDS="60",
+                **(FAST_RETRIES | settings),
             ),
         )
         try:
             yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True))
         finally:
             app.stop()
+
+
+@pytest.fixture
+def stack(
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    postgres_odbc: str,
+    azurite_tables: str,
+) -> Iterator[Stack]:
+    with running_stack(loop, tmp_path, monkeypatch, postgres_odbc, azurite_tables) as running:
+        yield running
 
 
 def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack) -> None:
@@ -151,6 +172,101 @@ def test_orders_ride_out_a_database_outage_and_a_state_store_outage(stack: Stack
         "the orders database",
         "the state store",
     ]
-    assert not [a for a in app.alerts() if a["Event"] != "DependencyUnavailable"]
+    recovered = [a for a in app.alerts() if a["Event"] == "DependencyRecovered"]
+    assert sorted(a["Reason"].split(" is available")[0] for a in recovered) == [
+        "the orders database",
+        "the state store",
+    ]
+    assert len(app.alerts()) == 4
     completed = [s for s in app.statuses("status-app-a") if s["Status"] == "completed"]
     assert sorted(s["OrderID"] for s in completed) == ids
+
+
+# --- An outage costs an order nothing (issue 26) -----------------------------------------------
+
+BURST = 100
+LONG_OUTAGE = timedelta(minutes=30)  # past every retry of the recovery policy (about 20 minutes)
+
+
+def _records(stack: Stack) -> list[StateRecord]:
+    return [s.record for state in ProcessState for s in stack.states.query_in_state(state, 10 * BURST)]
+
+
+def _burst_then_outage(stack: Stack, proxy: FaultProxy, mode: Mode) -> tuple[list[str], datetime]:
+    """A burst of orders; once a quarter are through, ``proxy`` fails for LONG_OUTAGE."""
+    app = stack.app
+    ids = [f"b-{n:03d}" for n in range(BURST)]
+    for order_id in ids:
+        app.submit(submission(order_id))
+    app.run_until(lambda: stack.count(TERMINAL_STATES) >= BURST // 4)
+    assert stack.count(frozenset({ProcessState.PROCESSING})) > 0  # the outage hits orders in flight
+    return ids, stack.outage(proxy, mode, LONG_OUTAGE)
+
+
+def _cost_the_orders_nothing(stack: Stack, ids: list[str], dependency: str) -> None:
+    app = stack.app
+    records = _records(stack)
+    assert sorted(r.OrderID for r in records if r.ProcessState is ProcessState.PROCESSED) == ids
+    assert [(r.OrderID, r.FailureCount) for r in records if r.FailureCount] == []
+    # The outage did end attempts: they were held and tried again, uncounted.
+    assert any(r.OutageHolds for r in records)
+    assert app.dead_letters("orders") == []
+    remote = [step for step in ORDER_WORKFLOW_V1.steps if step.runs is Runs.AGENT]
+    for order_id in ids:
+        for step in remote:
+            assert app.agent.net_effect(order_id, step.name) == 1, (order_id, step.name)
+    events = [(a["Event"], a["Reason"].split(" is ")[0]) for a in app.alerts()]
+    assert sorted(events) == [
+        ("DependencyRecovered", f"the {dependency}"),
+        ("DependencyUnavailable", f"the {dependency}"),
+    ]
+
+
+def test_a_30_minute_orders_database_outage_during_a_burst_costs_no_order_a_recovery(stack: Stack) -> None:
+    app = stack.app
+    ids, back = _burst_then_outage(stack, stack.sql, "refuse")
+    app.run_until(lambda: app.host.clock.now() >= back)
+    assert stack.sql.stats().reset > 0
+    assert stack.count(frozenset({ProcessState.ERROR})) == 0
+    app.run_until(lambda: stack.count(TERMINAL_STATES) == BURST, days=1)
+    _cost_the_orders_nothing(stack, ids, "orders database")
+
+
+def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_hear_at_once(
+    loop: asyncio.AbstractEventLoop,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    postgres_odbc: str,
+    azurite_tables: str,
+) -> None:
+    # A whole retry budget of 1 s: dozens of tries, where a caller of a known outage makes one.
+    with running_stack(
+        loop,
+        tmp_path,
+        monkeypatch,
+        postgres_odbc,
+        azurite_tables,
+        SAS_RETRY_BUDGET_SECONDS="1",
+        SAS_RETRY_MAX_WAIT_SECONDS="0.05",
+    ) as stack:
+        app = stack.app
+        ids, back = _burst_then_outage(stack, stack.cosmos, "reset")
+        known = app.host.clock.now() + timedelta(minutes=1)
+        app.run_until(lambda: app.host.clock.now() >= known)  # the starter and Supervisor met it
+
+        # Each caller hears at once: one try of the store, not a budget of them. One try of the
+        # Cosmos SDK dials up to three times (its own retry of a failed connection).
+        asked = 20
+        connections = []
+        for n in range(asked):
+            before = stack.cosmos.stats().accepted
+            status, body, headers = app.http("POST", "/api/orders", order_body(f"web-{n}"))
+            assert (status, json.loads(body)["error"]) == (503, "ServiceUnavailable")
+            assert int(headers["Retry-After"]) > 0
+            connections.append(stack.cosmos.stats().accepted - before)
+        assert max(connections) <= 3, connections
+
+        app.run_until(lambda: app.host.clock.now() >= back)
+        app.run_until(lambda: stack.count(TERMINAL_STATES) == BURST, days=1)
+        _cost_the_orders_nothing(stack, ids, "state store")
+        assert all(stack.states.get(f"web-{n}") is None for n in range(asked))

@@ -1,6 +1,7 @@
 """The transient-fault policy: which errors are retried, for how long, and what callers see."""
 
 import sqlite3
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -88,12 +89,18 @@ def test_faults_that_would_repeat_are_not(error: BaseException) -> None:
 class Observer:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
+        self.down: set[str] = set()
 
     def unavailable(self, dependency: str, error: BaseException) -> None:
         self.events.append(("down", dependency))
+        self.down.add(dependency)
 
     def available(self, dependency: str) -> None:
         self.events.append(("up", dependency))
+        self.down.discard(dependency)
+
+    def is_down(self, dependency: str) -> bool:
+        return dependency in self.down
 
 
 class Flaky:
@@ -150,6 +157,84 @@ def test_an_adapter_whose_server_is_down_at_start_is_built_on_a_later_call() -> 
     builds.failures = builds.calls  # the server is back
     assert guarded.read("k") == "value of k"
     assert observer.events == [("down", "state store"), ("up", "state store")]
+
+
+def test_while_a_dependency_is_known_down_a_call_makes_one_try_not_a_budget() -> None:
+    target, observer = Flaky(10**9, ServiceRequestError("refused")), Observer()
+    guarded = guard(
+        lambda: target, "state store", RetryPolicy(budget=0.2, first_wait=0.001, max_wait=0.002), observer
+    )
+    with pytest.raises(DependencyUnavailable):
+        guarded.read("k")
+    first = target.calls
+    assert first > 5  # the outage was not known: the whole budget
+    for _ in range(20):
+        with pytest.raises(DependencyUnavailable):
+            guarded.read("k")
+    assert target.calls == first + 20  # known: one try each
+
+
+def test_while_one_call_probes_a_known_outage_the_others_do_not_call_at_all() -> None:
+    release, probing = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    class Hanging:
+        def read(self, key: str) -> str:
+            calls.append(key)
+            probing.set()
+            release.wait(5)
+            raise ServiceRequestError("refused")
+
+    observer = Observer()
+    observer.down.add("state store")
+    guarded = guard(Hanging, "state store", FAST, observer)
+    outcomes: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            guarded.read("probe")
+        except DependencyUnavailable as error:
+            outcomes.append(error)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    assert probing.wait(5)
+    with pytest.raises(DependencyUnavailable, match="another call is probing"):
+        guarded.read("other")
+    release.set()
+    prober.join(5)
+    assert calls == ["probe"] and len(outcomes) == 1
+
+
+def test_the_first_success_ends_the_outage_for_every_caller() -> None:
+    clock = ManualClock(T0)
+    notes: list[str] = []
+    monitor = OutageMonitor(clock, lambda d, r, s: notes.append("down"), lambda d, r, s: notes.append("back"))
+    target = Flaky(10**9, ServiceRequestError("refused"))
+    states = guard(lambda: target, "state store", FAST, monitor)
+    with pytest.raises(DependencyUnavailable):
+        states.read("k")
+    assert monitor.is_down("state store")
+    target.failures = 0  # the server is back: the next call, a probe, succeeds
+    clock.advance(timedelta(minutes=30))
+    assert states.read("k") == "value of k"
+    assert not monitor.is_down("state store") and notes == ["down", "back"]
+    [window] = monitor.windows()
+    assert (window.since, window.until) == (T0, T0 + timedelta(minutes=30))
+
+
+def test_ended_outages_are_kept_for_a_day() -> None:
+    clock = ManualClock(T0)
+    monitor = OutageMonitor(clock, lambda d, r, s: None)
+    monitor.unavailable("orders database", ConnectionError("refused"))
+    monitor.unavailable("state store", ConnectionError("reset"))
+    monitor.available("orders database")
+    assert [(w.dependency, w.until) for w in monitor.windows()] == [
+        ("orders database", T0),
+        ("state store", None),
+    ]
+    clock.advance(timedelta(days=1, seconds=1))
+    assert [(w.dependency, w.until) for w in monitor.windows()] == [("state store", None)]
 
 
 def test_one_outage_raises_one_alert_however_many_calls_fail() -> None:
