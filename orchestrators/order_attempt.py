@@ -79,6 +79,16 @@ def next_nonce(context: Any, salt: str | None) -> str:
     return request_nonce(context.new_uuid(), salt)
 
 
+def _as_reply(raised: object) -> AgentReply:
+    """The event as the Durable extension delivers it. The SDK's ``raise_event`` JSON-encodes its
+    data twice (azure-functions-durable-python#295) and the extension stores the body as it
+    parsed it, so what ``agent_reply`` raised arrives as JSON text; an event raised with an
+    object (another client, an older history) arrives as that object."""
+    if isinstance(raised, str):
+        return AgentReply.model_validate_json(raised)
+    return AgentReply.model_validate(raised)
+
+
 def wait_for_reply(
     context: Any, request_id: str, complete_by: datetime
 ) -> Generator[Any, Any, AgentReply | None]:
@@ -91,7 +101,7 @@ def wait_for_reply(
         return None
     timer.cancel()  # an uncancelled timer would keep the instance alive until CompleteBy
     try:
-        reply = AgentReply.model_validate(reply_task.result)  # as agent_reply raised it
+        reply = _as_reply(reply_task.result)
     except ValidationError:
         return None
     return reply if reply.RequestID == request_id else None

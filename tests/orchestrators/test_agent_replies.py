@@ -185,3 +185,14 @@ def test_event_names_are_unique_per_request_and_url_safe() -> None:
     }
     assert len(names) == 12
     assert all(ch.isalnum() or ch in "._-" for name in names for ch in name)
+
+
+def test_a_reply_raised_through_the_sdk_arrives_as_json_text_and_still_ends_the_wait() -> None:
+    """What Azure delivers: the SDK's ``raise_event`` encodes the body twice and the extension
+    stores it as parsed, so the event's input is JSON text holding the reply's JSON."""
+    history = waiting_for_reserve()
+    body = {"RequestID": RESERVE, "InstanceID": INSTANCE, "Step": "ReserveInventory", "Outcome": "ok"}
+    body |= {"Result": {"ReservationId": "r-1"}, "Error": None, "Attempts": 1}
+    history.add(15, Name=agent_event(RESERVE), Input=json.dumps(json.dumps(body)))
+    state = replay(history)
+    assert recorded(state) == 1 and reserve_timer(state)["isCanceled"]
