@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(PYTHON_VERSION)
 PROTO := devhost/protocol/function_rpc.proto
 PROTO_PY := devhost/protocol/function_rpc_pb2.py
 
-.PHONY: test check lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python
+.PHONY: test check lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python devhost-envs
 
 venv: $(STAMP) $(PROTO_PY)
 
@@ -74,16 +74,25 @@ $(EMULATORS): emulators/package.json | system-deps
 	cd emulators && npm install --no-audit --no-fund --loglevel=error
 	touch $(EMULATORS)
 
+# devhost runs each app's deployment package in worker processes with its requirements.txt alone
+# (devhost/app_package.py): built into ~/.cache/devhost once per content of each file, here, so
+# no test with a deadline waits for pip. The apps: this one, and the two the tests and benches run.
+DEVHOST_APPS := . tests/devhost/sample_app bench/chain_app
+
+devhost-envs: $(STAMP) $(PROTO_PY)
+	$(BIN)/python -m devhost.app_package $(DEVHOST_APPS)
+
 # tests/iac runs both checkers on broken copies of the repo: it needs their venvs.
-unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs
+unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs devhost-envs
 	$(BIN)/python -m pytest -n auto
 
 test: lint typecheck iac unit
 
 # The fast tier, for a run before each commit: lint, types and the tests that need only the venv
-# (marker `fast`, assigned in tests/conftest.py): no system packages, node emulators, iac venvs
-# or child processes, so none of their set-up targets. `make test` (CI) still runs everything.
-check: lint typecheck $(STAMP) $(PROTO_PY)
+# (marker `fast`, assigned in tests/conftest.py): no system packages, node emulators or iac venvs,
+# so none of their set-up targets. The app's tests run it in devhost's worker processes, whose
+# environments devhost-envs builds once. `make test` (CI) still runs everything.
+check: lint typecheck $(STAMP) $(PROTO_PY) devhost-envs
 	$(BIN)/python -m pytest -n auto -m fast
 
 clean:
@@ -95,5 +104,5 @@ local.settings.json:
 run: $(STAMP) $(PROTO_PY) local.settings.json
 	$(BIN)/python -m devhost start
 
-demo: $(STAMP) $(PROTO_PY)
+demo: $(STAMP) $(PROTO_PY) devhost-envs
 	$(BIN)/python -m demo

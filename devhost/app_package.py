@@ -167,3 +167,21 @@ def prepare(app_dir: Path, data_dir: Path, env: Mapping[str, str], say: Callable
     packages = app_packages(app_dir, cache, say)
     path = (*([packages] if packages else []), proxy, worker_packages(cache, say))
     return AppPackage(wwwroot=wwwroot, python=python, path=path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m devhost.app_package APP_DIR ...``: build what each app's workers need (the
+    clean interpreter, the proxy's packages, the app's ``requirements.txt``) into the cache now,
+    so a later start, or a test with a deadline, does not wait for pip."""
+    apps = [Path(a) for a in (sys.argv[1:] if argv is None else argv)] or [Path.cwd()]
+    cache = cache_dir(os.environ).resolve()
+    _interpreter(cache, print)
+    worker_packages(cache, print)
+    for app in apps:
+        app_packages(app.resolve(), cache, print)
+    print(f"devhost: the workers' environments for {len(apps)} app(s) are ready in {cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
