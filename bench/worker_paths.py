@@ -25,17 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.agent_idle import cpu_seconds
-from bench.happy_path import SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
+from bench.happy_path import PROFILE, SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
 from demo.stack import Stack
 from services.settings import Settings
 
-PROFILE = {
-    "transient_rate": 0,
-    "permanent_rate": 0,
-    "lost_response_rate": 0,
-    "latency_ms": [0, 20],
-    "seed": 1,
-}
 CORES = os.cpu_count() or 1
 
 

@@ -82,7 +82,8 @@ def _over_the_wire[M: Message](message: M) -> M:
     return copy
 
 
-def _check(result: rpc.StatusResult, doing: str) -> None:
+def check_status(result: rpc.StatusResult, doing: str) -> None:
+    """A worker's answer to init, metadata or load: a failure is the worker's refusal, in its words."""
     if result.status != rpc.StatusResult.Success:
         raise WorkerError(f"the Functions worker failed {doing}: {result.exception.message or result.result}")
 
@@ -131,7 +132,7 @@ class Worker:
                 {"protos": rpc, "host": "127.0.0.1"},
             )
         )
-        _check(_over_the_wire(init).result, f"to load the app in {self.app_dir}")
+        check_status(_over_the_wire(init).result, f"to load the app in {self.app_dir}")
         metadata = _over_the_wire(
             await runtime.functions_metadata_request(
                 WorkerRequest(
@@ -146,7 +147,7 @@ class Worker:
                 )
             )
         )
-        _check(metadata.result, "to index the app")
+        check_status(metadata.result, "to index the app")
         if metadata.use_default_metadata_indexing or not metadata.function_metadata_results:
             raise WorkerError(
                 f"the Functions worker found no functions: is there a function_app.py in {app_path}?"
@@ -167,7 +168,7 @@ class Worker:
                     )
                 )
             )
-            _check(loaded.result, f"to load {function.name}")
+            check_status(loaded.result, f"to load {function.name}")
             self.functions.append(
                 LoadedFunction(function.function_id, function.name, tuple(function.raw_bindings))
             )

@@ -28,7 +28,7 @@ import grpc
 from devhost.app_package import AppPackage
 from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.proxy_worker import CLOCK_FILE, CLOCK_HOOK, EVENT_STREAM
-from devhost.worker import HOST_VERSION, InvocationFailed, LoadedFunction, WorkerError
+from devhost.worker import HOST_VERSION, InvocationFailed, LoadedFunction, WorkerError, check_status
 
 log = logging.getLogger("devhost.worker")
 
@@ -279,7 +279,7 @@ class WorkerProcesses:
                 )
             ),
         )
-        _check(init.worker_init_response.result, f"to load the app in {app_dir}")
+        check_status(init.worker_init_response.result, f"to load the app in {app_dir}")
         metadata = (
             await self._request(
                 channel,
@@ -288,7 +288,7 @@ class WorkerProcesses:
                 ),
             )
         ).function_metadata_response
-        _check(metadata.result, "to index the app")
+        check_status(metadata.result, "to index the app")
         if metadata.use_default_metadata_indexing or not metadata.function_metadata_results:
             raise WorkerError(
                 f"the Functions worker found no functions: is there a function_app.py in {app_dir}?"
@@ -303,7 +303,7 @@ class WorkerProcesses:
                     )
                 ),
             )
-            _check(loaded.function_load_response.result, f"to load {function.name}")
+            check_status(loaded.function_load_response.result, f"to load {function.name}")
             functions.append(
                 LoadedFunction(function.function_id, function.name, tuple(function.raw_bindings))
             )
@@ -395,8 +395,3 @@ class WorkerProcesses:
         if response.result.status != rpc.StatusResult.Success:
             raise InvocationFailed(response.result.exception)
         return response
-
-
-def _check(result: rpc.StatusResult, doing: str) -> None:
-    if result.status != rpc.StatusResult.Success:
-        raise WorkerError(f"the Functions worker failed {doing}: {result.exception.message or result.result}")

@@ -20,18 +20,18 @@ UNDO = ("ReleaseInventory", "RefundPayment")
 TERMINAL = {"completed", "failed", "compensated", "compensation-failed"}
 
 
-def _two_workers(loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> App:
+def _two_workers(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[App, WorkerProcesses]:
     app = start_app(loop, tmp_path, monkeypatch, settings={"FUNCTIONS_WORKER_PROCESS_COUNT": "2"})
     assert isinstance(app.host.worker, WorkerProcesses)
-    return app
+    return app, app.host.worker
 
 
 def test_invocations_spread_over_the_worker_processes(
     loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = _two_workers(loop, tmp_path, monkeypatch)
-    workers = app.host.worker
-    assert isinstance(workers, WorkerProcesses)
+    app, workers = _two_workers(loop, tmp_path, monkeypatch)
     served: Counter[int] = Counter()
     workers.on_sent.append(lambda pid, _: served.update([pid]))
     try:
@@ -48,9 +48,7 @@ def test_invocations_spread_over_the_worker_processes(
 def test_a_worker_killed_mid_burst_is_restarted_and_no_order_is_lost_or_acted_on_twice(
     loop: asyncio.AbstractEventLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = _two_workers(loop, tmp_path, monkeypatch)
-    workers = app.host.worker
-    assert isinstance(workers, WorkerProcesses)
+    app, workers = _two_workers(loop, tmp_path, monkeypatch)
     trigger = {spec.function_id: spec.trigger_type for spec in app.host.functions}
     # One kill with each kind of invocation in flight, a while into the burst.
     victims = ["orchestrationTrigger", "activityTrigger", "serviceBusTrigger"]
