@@ -10,6 +10,7 @@ near the baseline's: goal at most 2% of a core.
 """
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,6 +28,28 @@ TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (devhost's worker processes)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU seconds so far of the live children of ``pid``."""
+    total = 0.0
+    for child in children(pid):
+        with contextlib.suppress(OSError):  # exited meanwhile
+            total += cpu_seconds(child)
+    return total
 
 
 def main() -> int:

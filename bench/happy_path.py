@@ -49,10 +49,11 @@ import aiohttp
 
 from adapters.servicebus.local_bus import LocalServiceBus
 from bench import devhost_throughput, ops_per_order
-from bench.agent_idle import cpu_seconds
+from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from demo.apps import make_order
 from demo.stack import ROOT, Stack
 from devhost.config import DevhostConfig
+from devhost.worker_processes import process_count
 from domain.apps import principal_header
 from domain.sample_workflow import WORKFLOWS
 from domain.workflow import Runs
@@ -388,21 +389,43 @@ def report_stages(phase: str, timings: dict[str, Timing], folder: Path, agent_st
 
 
 def cpu_now(stack: Stack) -> dict[str, float]:
-    """CPU seconds (user + system, every thread) of each process of the stack and of this one."""
+    """CPU seconds (user + system, every thread) of each process of the stack and of this one;
+    devhost's worker processes (its children) together, as "workers"."""
     return {
         **{name: cpu_seconds(p.pid) for name, p in stack.processes.items()},
+        "workers": children_cpu_seconds(stack.processes["devhost"].pid),
         "this client": sum(os.times()[:2]),
     }
 
 
+def limit_hit(used: dict[str, float], elapsed: float, workers: int) -> str:
+    """Which limit a burst ran into, from the cores each process used over it."""
+    cores = {name: cpu / elapsed for name, cpu in used.items()}
+    machine = os.cpu_count() or 1
+    if cores.get("devhost", 0) >= 0.9:
+        return "CPU: devhost's own process at its ceiling (one core)"
+    if cores.get("workers", 0) >= 0.9 * workers:
+        return f"CPU: the {workers} worker process(es) at their ceiling"
+    if sum(cores.values()) >= 0.9 * machine:
+        return f"CPU: the machine's {machine} cores"
+    return "not CPU: the claim rate, the in-flight cap or the agents (see the stages below)"
+
+
 def report_cpu(
-    phase: str, before: dict[str, float], after: dict[str, float], elapsed: float, orders: int
+    phase: str,
+    before: dict[str, float],
+    after: dict[str, float],
+    elapsed: float,
+    orders: int,
+    *,
+    workers: int,
 ) -> None:
     print(f"  CPU over the {phase} phase ({elapsed:.1f} s, /proc/<pid>/stat):")
     print(f"    {'process':12} {'cpu s':>7} {'cores':>6} {'ms/order':>9}")
-    for name, cpu in after.items():
-        used = cpu - before[name]
-        print(f"    {name:12} {used:7.2f} {used / elapsed:6.2f} {used / orders * 1000:9.1f}")
+    used = {name: cpu - before[name] for name, cpu in after.items()}
+    for name, cpu in used.items():
+        print(f"    {name:12} {cpu:7.2f} {cpu / elapsed:6.2f} {cpu / orders * 1000:9.1f}")
+    print(f"  limit hit: {limit_hit(used, elapsed, workers)}", flush=True)
 
 
 # --- the phases --------------------------------------------------------------------------------
@@ -417,10 +440,12 @@ def latency(args: argparse.Namespace) -> None:
             settings = Settings.from_env(stack.env)
             env = stack.env
             per_function = DevhostConfig.from_env(ROOT, env).concurrency
+            workers = process_count(env)
             print(
                 f"  in flight at most {settings.max_in_flight}; the starter ({env['SAS_STARTER_SCHEDULE']})"
                 f" claims up to {settings.claim_batch_size} a tick; devhost runs {per_function} messages"
-                f" per function at a time; step window {env['SAS_STEP_TIMEOUT_SECONDS']} s",
+                f" per function at a time in {workers} worker process(es); step window"
+                f" {env['SAS_STEP_TIMEOUT_SECONDS']} s",
                 flush=True,
             )
             client_id = settings.submitters.apps[0].client_id
@@ -438,7 +463,7 @@ def latency(args: argparse.Namespace) -> None:
                     receiver.wait(posted, 60)
                     idle |= posted
                 report_latency("idle", idle, started)
-                report_cpu("idle", cpu, cpu_now(stack), time.time() - started, args.idle)
+                report_cpu("idle", cpu, cpu_now(stack), time.time() - started, args.idle, workers=workers)
 
                 progress(f"burst: {args.burst} orders, {args.concurrency} POSTs at a time")
                 ids = [f"burst-{n}" for n in range(args.burst)]
@@ -449,7 +474,7 @@ def latency(args: argparse.Namespace) -> None:
                 receiver.wait(burst, 600, lambda done: progress(f"burst: {done}/{args.burst} completed"))
                 report_latency("burst", burst, started)
                 print(f"       posted in {posting:.2f} s ({args.burst / posting:.0f} orders/s)", flush=True)
-                report_cpu("burst", cpu, cpu_now(stack), time.time() - started, args.burst)
+                report_cpu("burst", cpu, cpu_now(stack), time.time() - started, args.burst, workers=workers)
             report_stages("idle", idle, folder, agent_steps)
             report_stages("burst", burst, folder, agent_steps)
         finally:

@@ -16,7 +16,6 @@ agents). Settings are the embedded profile's, as ``bench.happy_path`` runs them.
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
 import tempfile
@@ -24,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.agent_idle import cpu_seconds
+from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from bench.happy_path import PROFILE, SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
 from demo.stack import Stack
 from services.settings import Settings
@@ -32,27 +31,10 @@ from services.settings import Settings
 CORES = os.cpu_count() or 1
 
 
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``: devhost's worker processes."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def cpu(stack: Stack) -> tuple[float, float]:
     """CPU seconds of devhost's own process and of its worker processes so far."""
     host = stack.processes["devhost"].pid
-    workers = 0.0
-    for pid in children(host):
-        with contextlib.suppress(OSError):  # a worker that exited meanwhile
-            workers += cpu_seconds(pid)
-    return cpu_seconds(host), workers
+    return cpu_seconds(host), children_cpu_seconds(host)
 
 
 @dataclass
