@@ -62,7 +62,7 @@ resource scheduler 'Microsoft.DurableTask/schedulers@2025-11-01' = {
   location: location
   tags: tags
   properties: {
-    sku: skuName == 'Dedicated' ? dedicatedSku : consumptionSku
+    sku: (skuName == 'Dedicated') ? dedicatedSku : consumptionSku
     ipAllowlist: ipAllowlist
     publicNetworkAccess: publicNetworkAccess
   }

@@ -156,7 +156,7 @@ var durableTaskSchedulerSettings = {
   AzureFunctionsJobHost__extensionBundle__id: 'Microsoft.Azure.Functions.ExtensionBundle.Preview'
   AzureFunctionsJobHost__extensionBundle__version: '[4.29.0, 5.0.0)'
 }
-var durableSettings = durableBackend == 'durableTaskScheduler' ? durableTaskSchedulerSettings : {}
+var durableSettings = (durableBackend == 'durableTaskScheduler') ? durableTaskSchedulerSettings : {}
 
 // SAS_SUBMITTERS: 'app-a=<clientId>,app-b=<clientId>,' with its last comma dropped where it is
 // used. An app without a client ID yet contributes nothing (no filter(): no lambdas here).

@@ -49,7 +49,7 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       bypass: 'AzureServices'
-      defaultAction: publicNetworkAccess == 'Disabled' ? 'Deny' : 'Allow'
+      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
     }
   }
 }

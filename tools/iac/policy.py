@@ -21,6 +21,10 @@ ALLOWED_ROLES: dict[str, str] = {
     # Control-plane read, only the Function App's, only on the orders queue: admission control reads
     # its countDetails over ARM (adapters/servicebus/queue_depth.py).
     "Reader": "acdd72a7-3385-48ef-bd42-f606fba81ae7",
+    # Only the Function App's identity, only on the Durable Task Scheduler's task hub (dts.bicep):
+    # the role Durable Functions apps need (Durable Task Worker lacks the client operations). GUID as
+    # Microsoft's DTS templates and the built-in roles list publish it (durable.py checks the grant).
+    "Durable Task Data Contributor": "0ad04412-c4d5-4796-b79c-f76d14c8d402",
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
