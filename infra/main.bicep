@@ -194,7 +194,7 @@ var dataEndpoints = [
 var dtsEndpoints = [
   {
     name: 'pe-dts-${resourceToken}'
-    serviceId: useDurableTaskScheduler ? durableTaskScheduler.outputs.id : ''
+    serviceId: useDurableTaskScheduler ? durableTask.outputs.id : ''
     groupId: 'scheduler'
     zone: 'privatelink.durabletask.io'
   }
@@ -343,7 +343,7 @@ module registry 'modules/registry.bicep' = {
 }
 
 // The Function App's virtual network (both modes; network.bicep says why) and, with
-// networkIsolation, the data services' private endpoints.
+// networkIsolation, the data services' private DNS zones and private endpoints.
 module network 'modules/network.bicep' = {
   name: 'network'
   scope: rg
@@ -352,13 +352,23 @@ module network 'modules/network.bicep' = {
     location: location
     tags: tags
     isolated: networkIsolation
-    privateEndpoints: networkIsolation ? privateEndpoints : []
     privateDnsZones: networkIsolation ? privateDnsZones : []
   }
 }
 
+module privateEndpointsModule 'modules/private-endpoints.bicep' = if (networkIsolation) {
+  name: 'private-endpoints'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    subnetId: network.outputs.endpointsSubnetId
+    privateEndpoints: privateEndpoints
+  }
+}
+
 // The Durable Task Scheduler backend (durableBackend), with the app's role on its task hub.
-module durableTaskScheduler 'modules/dts.bicep' = if (useDurableTaskScheduler) {
+module durableTask 'modules/dts.bicep' = if (useDurableTaskScheduler) {
   name: 'durable-task-scheduler'
   scope: rg
   params: {
@@ -441,7 +451,7 @@ module functionApp 'modules/functionapp.bicep' = {
     virtualNetworkSubnetId: network.outputs.appSubnetId
     durableBackend: durableBackend
     durableTaskHubName: durableTaskHubName
-    durableTaskSchedulerEndpoint: useDurableTaskScheduler ? durableTaskScheduler.outputs.endpoint : ''
+    durableTaskSchedulerEndpoint: useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
   }
   // The identity's roles (deployment package, host storage) must exist before the host starts.
   dependsOn: [
@@ -515,6 +525,6 @@ output AZURE_SQL_DATABASE_NAME string = sql.outputs.databaseName
 output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output DURABLE_BACKEND string = durableBackend
-output DURABLE_TASK_SCHEDULER_ENDPOINT string = useDurableTaskScheduler ? durableTaskScheduler.outputs.endpoint : ''
+output DURABLE_TASK_SCHEDULER_ENDPOINT string = useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
 output NETWORK_ISOLATION bool = networkIsolation
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.applicationInsightsConnectionString

@@ -1,6 +1,6 @@
 // The virtual network the Function App is integrated into, in both modes of networkIsolation
-// (main.bicep), and with networkIsolation the private endpoints and private DNS zones of the data
-// services.
+// (main.bicep), and with networkIsolation the private DNS zones of the data services (their private
+// endpoints: private-endpoints.bicep, deployed after the services, which need the app's subnet).
 //
 // Why a virtual network even with networkIsolation off: the SQL server admits no "allow all Azure
 // services" rule (0.0.0.0), and a Flex Consumption app without a virtual network has no fixed
@@ -35,9 +35,6 @@ param tags object
 
 @description('Whether the data services are reached through private endpoints only (networkIsolation).')
 param isolated bool
-
-@description('Private endpoints: [{ name, serviceId, groupId, zone }] (main.bicep); empty without networkIsolation.')
-param privateEndpoints array
 
 @description('Private DNS zones to create and link: one per zone the private endpoints use.')
 param privateDnsZones array
@@ -119,46 +116,7 @@ resource zoneLinks 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2024-0
   }
 }]
 
-resource endpoints 'Microsoft.Network/privateEndpoints@2024-05-01' = [for target in privateEndpoints: {
-  name: target.name
-  location: location
-  tags: tags
-  properties: {
-    subnet: {
-      id: '${vnet.id}/subnets/endpoints'
-    }
-    privateLinkServiceConnections: [
-      {
-        name: target.name
-        properties: {
-          privateLinkServiceId: target.serviceId
-          groupIds: [
-            target.groupId
-          ]
-        }
-      }
-    ]
-  }
-}]
-
-resource endpointDns 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-05-01' = [for (target, i) in privateEndpoints: {
-  parent: endpoints[i]
-  name: 'default'
-  properties: {
-    privateDnsZoneConfigs: [
-      {
-        name: target.groupId
-        properties: {
-          privateDnsZoneId: resourceId('Microsoft.Network/privateDnsZones', target.zone)
-        }
-      }
-    ]
-  }
-  dependsOn: [
-    zones
-  ]
-}]
-
 output id string = vnet.id
+output endpointsSubnetId string = '${vnet.id}/subnets/endpoints'
 output appSubnetId string = '${vnet.id}/subnets/app'
 output agentSubnetId string = isolated ? '${vnet.id}/subnets/agent' : ''
