@@ -53,7 +53,9 @@ def attempt(waits: int, replies: int) -> DurableWork:
 
 
 def combined(*parts: DurableWork) -> DurableWork:
-    return DurableWork(*(sum(getattr(p, f) for p in parts) for f in ("starts", "activities", "timers", "events")))
+    return DurableWork(
+        *(sum(getattr(p, f) for p in parts) for f in ("starts", "activities", "timers", "events"))
+    )
 
 
 def per_order() -> dict[str, DurableWork]:

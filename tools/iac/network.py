@@ -29,7 +29,9 @@ from tools.iac.problems import Report
 
 PRIVATE_ENDPOINT = "Microsoft.Network/privateEndpoints"
 SQL_FIREWALL_RULE = "Microsoft.Sql/servers/firewallRules"
-DOC_LIST = re.compile(r"<!-- public-endpoints networkIsolation=(true|false) -->(.*?)<!-- /public-endpoints -->", re.S)
+DOC_LIST = re.compile(
+    r"<!-- public-endpoints networkIsolation=(true|false) -->(.*?)<!-- /public-endpoints -->", re.S
+)
 DOC_ITEM = re.compile(r"^\s*[-*]\s+`(Microsoft\.[A-Za-z]+/[A-Za-z/]+)`", re.M)
 
 Origin = tuple[tuple[str, ...], str]
@@ -74,7 +76,11 @@ def _endpoint_targets(deployment: Deployment) -> set[Origin]:
             continue
         connections = endpoint.get("properties", "privateLinkServiceConnections")
         for connection in connections if isinstance(connections, list) else []:
-            target = connection.get("properties", {}).get("privateLinkServiceId") if isinstance(connection, dict) else None
+            target = (
+                connection.get("properties", {}).get("privateLinkServiceId")
+                if isinstance(connection, dict)
+                else None
+            )
             if isinstance(target, Unknown) and target.origin is not None:
                 found.add(target.origin)
     return found
@@ -82,10 +88,16 @@ def _endpoint_targets(deployment: Deployment) -> set[Origin]:
 
 def check(deployment: Deployment, isolated: bool, report: Report) -> None:
     resources = _deployed(deployment)
+    _check_firewall(resources, report)
+    if isolated:
+        _check_isolated(deployment, resources, report)
+
+
+def _check_firewall(resources: list[tuple[Instance, Resource]], report: Report) -> None:
     for _, rule in resources:
         if _is(rule, SQL_FIREWALL_RULE):
             start, end = rule.get("properties", "startIpAddress"), rule.get("properties", "endIpAddress")
-            if start == "0.0.0.0" and end == "0.0.0.0":  # noqa: S104 - the rule being looked for
+            if start == "0.0.0.0" and end == "0.0.0.0":
                 report.add(
                     rule.file.rel,
                     rule.line,
@@ -93,8 +105,11 @@ def check(deployment: Deployment, isolated: bool, report: Report) -> None:
                     "customer's resources reach the server",
                     "admit the Function App's subnet (virtualNetworkRules) or use a private endpoint",
                 )
-    if not isolated:
-        return
+
+
+def _check_isolated(
+    deployment: Deployment, resources: list[tuple[Instance, Resource]], report: Report
+) -> None:
     endpoints = _endpoint_targets(deployment)
     for instance, resource in resources:
         service = next((t for t in policy.DATA_SERVICES if _is(resource, t)), None)
@@ -105,8 +120,10 @@ def check(deployment: Deployment, isolated: bool, report: Report) -> None:
         if access != "Disabled":
             report.add(
                 resource.file.rel,
-                resource.file.line_of("publicNetworkAccess", resource.line, resource.end_line) or resource.line,
-                f"with networkIsolation, {label} is reachable publicly (publicNetworkAccess {_shown(access)})",
+                resource.file.line_of("publicNetworkAccess", resource.line, resource.end_line)
+                or resource.line,
+                f"with networkIsolation, {label} is reachable publicly "
+                f"(publicNetworkAccess {_shown(access)})",
                 "set publicNetworkAccess: 'Disabled' when networkIsolation is on",
             )
         if (instance.path, resource.symbol) not in endpoints:
@@ -130,7 +147,8 @@ def check(deployment: Deployment, isolated: bool, report: Report) -> None:
             report.add(
                 resource.file.rel,
                 resource.line,
-                f"with networkIsolation, the Function App '{resource.symbol}' is not integrated into a subnet",
+                f"with networkIsolation, the Function App '{resource.symbol}' is not integrated "
+                "into a subnet",
                 "set properties.virtualNetworkSubnetId to the app subnet (network.bicep)",
             )
         if _is(resource, "Microsoft.App/managedEnvironments"):
@@ -150,7 +168,9 @@ def check_docs(root: Path, found: Mapping[Any, Deployment], report: Report) -> N
     rel = policy.PUBLIC_ENDPOINTS_DOC
     path = root / rel
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    listed = {match.group(1) == "true": set(DOC_ITEM.findall(match.group(2))) for match in DOC_LIST.finditer(text)}
+    listed = {
+        match.group(1) == "true": set(DOC_ITEM.findall(match.group(2))) for match in DOC_LIST.finditer(text)
+    }
     for isolated in (False, True):
         deployments = [d for combination, d in found.items() if combination.network_isolation is isolated]
         if not deployments:
@@ -158,16 +178,30 @@ def check_docs(root: Path, found: Mapping[Any, Deployment], report: Report) -> N
         actual = set().union(*(public_types(d) for d in deployments))
         marker = f"<!-- public-endpoints networkIsolation={str(isolated).lower()} -->"
         if isolated not in listed:
-            report.add(rel, None, f"no list of public endpoints for networkIsolation={str(isolated).lower()}",
-                       f"list them between '{marker}' and '<!-- /public-endpoints -->'")
+            report.add(
+                rel,
+                None,
+                f"no list of public endpoints for networkIsolation={str(isolated).lower()}",
+                f"list them between '{marker}' and '<!-- /public-endpoints -->'",
+            )
             continue
         line = _line_of(text, marker)
         for kind in sorted(actual - listed[isolated]):
-            report.add(rel, line, f"networkIsolation={str(isolated).lower()}: {kind} has a public endpoint "
-                       "in the Bicep but is not listed", "list it, or turn its public network access off")
+            report.add(
+                rel,
+                line,
+                f"networkIsolation={str(isolated).lower()}: {kind} has a public endpoint "
+                "in the Bicep but is not listed",
+                "list it, or turn its public network access off",
+            )
         for kind in sorted(listed[isolated] - actual):
-            report.add(rel, line, f"networkIsolation={str(isolated).lower()}: {kind} is listed as public "
-                       "but has no public endpoint in the Bicep", "remove it from the list")
+            report.add(
+                rel,
+                line,
+                f"networkIsolation={str(isolated).lower()}: {kind} is listed as public "
+                "but has no public endpoint in the Bicep",
+                "remove it from the list",
+            )
 
 
 def _line_of(text: str, needle: str) -> int | None:

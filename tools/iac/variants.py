@@ -84,6 +84,6 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
 
 def _add(report: Report, problem: Problem, combination: Combination) -> None:
     """The problem as it is, if the default combination has it too; else naming the combination."""
-    if problem in report._seen:  # noqa: SLF001 - the same line from the default evaluation
+    if report.has(problem):
         return
     report.add(problem.file, problem.line, f"{combination} {problem.what}", problem.fix)
