@@ -7,7 +7,8 @@
 // and a Flex Consumption app without a virtual network has no fixed outbound address, so the only
 // list that admits it is 0.0.0.0/0; access is still Entra ID only. With networkIsolation the
 // scheduler's public network access is off and the app reaches it through its private endpoint
-// (network.bicep); the list stays 0.0.0.0/0 so it never filters the private endpoint's traffic.
+// (private-endpoints.bicep); the list stays 0.0.0.0/0 so it never filters that traffic.
+// API 2026-02-01: the version with publicNetworkAccess and private endpoint connections.
 
 @description('Name of the scheduler (3-64 letters, digits and hyphens).')
 param name string
@@ -57,7 +58,7 @@ var consumptionSku = {
   name: 'Consumption'
 }
 
-resource scheduler 'Microsoft.DurableTask/schedulers@2025-11-01' = {
+resource scheduler 'Microsoft.DurableTask/schedulers@2026-02-01' = {
   name: name
   location: location
   tags: tags
@@ -68,7 +69,7 @@ resource scheduler 'Microsoft.DurableTask/schedulers@2025-11-01' = {
   }
 }
 
-resource taskHub 'Microsoft.DurableTask/schedulers/taskHubs@2025-11-01' = {
+resource taskHub 'Microsoft.DurableTask/schedulers/taskHubs@2026-02-01' = {
   parent: scheduler
   name: taskHubName
 }
