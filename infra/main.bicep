@@ -106,6 +106,28 @@ param logRetentionInDays int = 30
 @description('Days deleted blobs and containers stay recoverable in both storage accounts.')
 param storageDeleteRetentionDays int = 7
 
+@description('Durable Functions storage provider: azureStorage (the host storage account, the default) or durableTaskScheduler (a Durable Task Scheduler and task hub; docs/deploying.md "Choosing the Durable backend").')
+@allowed([
+  'azureStorage'
+  'durableTaskScheduler'
+])
+param durableBackend string = 'azureStorage'
+
+@description('SKU of the Durable Task Scheduler (durableBackend durableTaskScheduler): Consumption (per action) or Dedicated (capacity units).')
+@allowed([
+  'Consumption'
+  'Dedicated'
+])
+param durableTaskSchedulerSku string = 'Consumption'
+
+@minValue(1)
+@maxValue(3)
+@description('Capacity units of a Dedicated Durable Task Scheduler.')
+param durableTaskSchedulerCapacity int = 1
+
+@description('Private network: the data services reachable only through private endpoints in the virtual network, public network access off, Service Bus raised to Premium (docs/deploying.md "Private network").')
+param networkIsolation bool = false
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -119,6 +141,77 @@ var functionAppName = '${abbrs.webSitesFunctions}api-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
 var compensationLogTableName = 'compensationlog'
 var sqlAdminPrincipalType = principalType == 'ServicePrincipal' ? 'Application' : 'User'
+
+var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
+// The host.json hub name: the task hub of either backend (functionapp.bicep sets it for DTS).
+var durableTaskHubName = 'SchedulerAgentSupervisor'
+var publicNetworkAccess = networkIsolation ? 'Disabled' : 'Enabled'
+// Private endpoints of the data services with networkIsolation (network.bicep), and their zones.
+var dataEndpoints = [
+  {
+    name: 'pe-host-blob-${resourceToken}'
+    serviceId: hostStorage.outputs.id
+    groupId: 'blob'
+    zone: 'privatelink.blob.core.windows.net'
+  }
+  {
+    name: 'pe-host-queue-${resourceToken}'
+    serviceId: hostStorage.outputs.id
+    groupId: 'queue'
+    zone: 'privatelink.queue.core.windows.net'
+  }
+  {
+    name: 'pe-host-table-${resourceToken}'
+    serviceId: hostStorage.outputs.id
+    groupId: 'table'
+    zone: 'privatelink.table.core.windows.net'
+  }
+  {
+    name: 'pe-log-table-${resourceToken}'
+    serviceId: dataStorage.outputs.id
+    groupId: 'table'
+    zone: 'privatelink.table.core.windows.net'
+  }
+  {
+    name: 'pe-cosmos-${resourceToken}'
+    serviceId: cosmos.outputs.id
+    groupId: 'Sql'
+    zone: 'privatelink.documents.azure.com'
+  }
+  {
+    name: 'pe-sql-${resourceToken}'
+    serviceId: sql.outputs.serverId
+    groupId: 'sqlServer'
+    zone: 'privatelink.database.windows.net'
+  }
+  {
+    name: 'pe-sb-${resourceToken}'
+    serviceId: serviceBus.outputs.id
+    groupId: 'namespace'
+    zone: 'privatelink.servicebus.windows.net'
+  }
+]
+var dtsEndpoints = [
+  {
+    name: 'pe-dts-${resourceToken}'
+    serviceId: useDurableTaskScheduler ? durableTask.outputs.id : ''
+    groupId: 'scheduler'
+    zone: 'privatelink.durabletask.io'
+  }
+]
+var privateEndpoints = concat(dataEndpoints, useDurableTaskScheduler ? dtsEndpoints : [])
+var dataZones = [
+  'privatelink.blob.core.windows.net'
+  'privatelink.queue.core.windows.net'
+  'privatelink.table.core.windows.net'
+  'privatelink.documents.azure.com'
+  'privatelink.database.windows.net'
+  'privatelink.servicebus.windows.net'
+]
+var dtsZones = [
+  'privatelink.durabletask.io'
+]
+var privateDnsZones = concat(dataZones, useDurableTaskScheduler ? dtsZones : [])
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -173,6 +266,7 @@ module hostStorage 'modules/storage.bicep' = {
     ]
     tables: []
     deleteRetentionDays: storageDeleteRetentionDays
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -189,6 +283,7 @@ module dataStorage 'modules/storage.bicep' = {
       compensationLogTableName
     ]
     deleteRetentionDays: storageDeleteRetentionDays
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -200,6 +295,9 @@ module serviceBus 'modules/servicebus.bicep' = {
     location: location
     tags: tags
     submittingApps: submittingApps
+    // Private endpoints need Premium (docs/deploying.md "Private network" for its cost).
+    premium: networkIsolation
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -213,6 +311,7 @@ module cosmos 'modules/cosmos.bicep' = {
     databaseName: 'sas'
     containerName: 'orderState'
     recoveryContainerName: 'recoveryIndex'
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 
@@ -228,6 +327,8 @@ module sql 'modules/sql.bicep' = {
     adminLogin: principalName
     adminPrincipalType: sqlAdminPrincipalType
     autoPauseDelayMinutes: sqlAutoPauseDelayMinutes
+    publicNetworkAccess: publicNetworkAccess
+    appSubnetId: network.outputs.appSubnetId
   }
 }
 
@@ -238,6 +339,51 @@ module registry 'modules/registry.bicep' = {
     name: '${abbrs.containerRegistryRegistries}${resourceToken}'
     location: location
     tags: tags
+  }
+}
+
+// The Function App's virtual network (both modes; network.bicep says why) and, with
+// networkIsolation, the data services' private DNS zones and private endpoints.
+module network 'modules/network.bicep' = {
+  name: 'network'
+  scope: rg
+  params: {
+    name: '${abbrs.networkVirtualNetworks}${resourceToken}'
+    location: location
+    tags: tags
+    isolated: networkIsolation
+    privateDnsZones: networkIsolation ? privateDnsZones : []
+  }
+}
+
+module privateEndpointsModule 'modules/private-endpoints.bicep' = if (networkIsolation) {
+  name: 'private-endpoints'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    subnetId: network.outputs.endpointsSubnetId
+    privateEndpoints: privateEndpoints
+  }
+}
+
+// The Durable Task Scheduler backend (durableBackend), with the app's role on its task hub.
+module durableTask 'modules/dts.bicep' = if (useDurableTaskScheduler) {
+  name: 'durable-task-scheduler'
+  scope: rg
+  params: {
+    name: 'dts-${resourceToken}'
+    taskHubName: durableTaskHubName
+    location: location
+    tags: tags
+    skuName: durableTaskSchedulerSku
+    capacity: durableTaskSchedulerCapacity
+    // Never empty: that denies every caller (dts.bicep).
+    ipAllowlist: [
+      '0.0.0.0/0'
+    ]
+    publicNetworkAccess: publicNetworkAccess
+    appPrincipalId: appIdentity.outputs.principalId
   }
 }
 
@@ -302,6 +448,10 @@ module functionApp 'modules/functionapp.bicep' = {
     leaderLeaseSeconds: leaderLeaseSeconds
     maximumInstanceCount: functionMaximumInstanceCount
     instanceMemoryMB: functionInstanceMemoryMB
+    virtualNetworkSubnetId: network.outputs.appSubnetId
+    durableBackend: durableBackend
+    durableTaskHubName: durableTaskHubName
+    durableTaskSchedulerEndpoint: useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
   }
   // The identity's roles (deployment package, host storage) must exist before the host starts.
   dependsOn: [
@@ -330,6 +480,7 @@ module agent 'modules/containerapp.bicep' = {
     concurrency: agentConcurrency
     replicas: agentReplicas
     imageName: agentImageName
+    infrastructureSubnetId: network.outputs.agentSubnetId
   }
   // AcrPull and the queue roles must exist before the first revision pulls and starts.
   dependsOn: [
@@ -373,4 +524,7 @@ output AZURE_SQL_SERVER_FQDN string = sql.outputs.serverFqdn
 output AZURE_SQL_DATABASE_NAME string = sql.outputs.databaseName
 output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output DURABLE_BACKEND string = durableBackend
+output DURABLE_TASK_SCHEDULER_ENDPOINT string = useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
+output NETWORK_ISOLATION bool = networkIsolation
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.applicationInsightsConnectionString

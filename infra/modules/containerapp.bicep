@@ -62,6 +62,16 @@ param replicas int
 @description('Image of the agent; empty on the first provision, then the image azd deployed.')
 param imageName string
 
+@description('Subnet of the environment in the virtual network (networkIsolation); empty: none.')
+param infrastructureSubnetId string = ''
+
+// No ingress, so internal costs nothing and exposes nothing; the environment reaches the private
+// endpoints through the network's private DNS zones.
+var vnetConfiguration = {
+  infrastructureSubnetId: infrastructureSubnetId
+  internal: true
+}
+
 resource environment 'Microsoft.App/managedEnvironments@2024-03-01' = {
   name: environmentName
   location: location
@@ -70,6 +80,8 @@ resource environment 'Microsoft.App/managedEnvironments@2024-03-01' = {
     appLogsConfiguration: {
       destination: 'azure-monitor'
     }
+    // Changing it replaces the environment (and the agent's app): choose before the first provision.
+    vnetConfiguration: empty(infrastructureSubnetId) ? null : vnetConfiguration
     workloadProfiles: [
       {
         name: 'Consumption'

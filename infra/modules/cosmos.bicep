@@ -20,6 +20,13 @@ param containerName string
 @description('Container of the Supervisor recovery index (E14); partition key /Bucket.')
 param recoveryContainerName string
 
+@description('Enabled, or Disabled with networkIsolation (main.bicep): reachable through private endpoints only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   name: name
   location: location
@@ -45,7 +52,7 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
     disableLocalAuth: true
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 

@@ -126,6 +126,38 @@ param maximumInstanceCount int
 ])
 param instanceMemoryMB int
 
+@description('Resource ID of the subnet the app is integrated into (network.bicep).')
+param virtualNetworkSubnetId string
+
+@description('Durable Functions storage provider: azureStorage (host.json as committed) or durableTaskScheduler.')
+@allowed([
+  'azureStorage'
+  'durableTaskScheduler'
+])
+param durableBackend string
+
+@description('The task hub: host.json hubName, and the name of the Durable Task Scheduler task hub.')
+param durableTaskHubName string
+
+@description('Endpoint of the Durable Task Scheduler (https://...durabletask.io); empty with azureStorage.')
+param durableTaskSchedulerEndpoint string
+
+// One host.json serves both backends: with the Durable Task Scheduler these app settings override
+// it (the host reads AzureFunctionsJobHost__<path> as host.json's <path>). The provider is
+// azureManaged, its connection an identity-based DTS connection string (no secret in it), and the
+// extension bundle the preview bundle, the one that carries the azureManaged provider for
+// non-.NET apps; extensionBundle is host configuration too, overridden the same way (Logic Apps
+// Standard sets its bundle like this). docs/deploying.md "Choosing the Durable backend".
+var durableTaskSchedulerSettings = {
+  AzureFunctionsJobHost__extensions__durableTask__hubName: durableTaskHubName
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__type: 'azureManaged'
+  AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName: 'DURABLE_TASK_SCHEDULER_CONNECTION_STRING'
+  DURABLE_TASK_SCHEDULER_CONNECTION_STRING: 'Endpoint=${durableTaskSchedulerEndpoint};Authentication=ManagedIdentity;ClientID=${identityClientId}'
+  AzureFunctionsJobHost__extensionBundle__id: 'Microsoft.Azure.Functions.ExtensionBundle.Preview'
+  AzureFunctionsJobHost__extensionBundle__version: '[4.29.0, 5.0.0)'
+}
+var durableSettings = (durableBackend == 'durableTaskScheduler') ? durableTaskSchedulerSettings : {}
+
 // SAS_SUBMITTERS: 'app-a=<clientId>,app-b=<clientId>,' with its last comma dropped where it is
 // used. An app without a client ID yet contributes nothing (no filter(): no lambdas here).
 var submitterItems = [for app in submittingApps: empty(app.clientId) ? '' : '${app.name}=${app.clientId},']
@@ -163,6 +195,8 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
     serverFarmId: plan.id
     httpsOnly: true
     publicNetworkAccess: 'Enabled'
+    // Outbound through the virtual network: SQL admits only this subnet (network.bicep, sql.bicep).
+    virtualNetworkSubnetId: virtualNetworkSubnetId
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
@@ -196,7 +230,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: app
   name: 'appsettings'
-  properties: {
+  properties: union(durableSettings, {
     // Functions host storage: AzureWebJobsStorage, the Durable task hub (host.json hubName), timer locks.
     AzureWebJobsStorage__accountName: hostStorageName
     AzureWebJobsStorage__credential: 'managedidentity'
@@ -277,7 +311,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_POSTPONE_FIRST_SECONDS: '5'
     SAS_POSTPONE_MAX_SECONDS: '300'
     SAS_POSTPONE_LIMIT: '20'
-  }
+  })
 }
 
 // E16: submitting apps authenticate with Entra ID. App Service Authentication (Easy Auth) checks

@@ -28,19 +28,36 @@ param tags object
 @description('Submitting applications: [{ name, clientId, principalId }]. Each gets its own status queue "status-<name>".')
 param submittingApps array
 
-// Standard is the smallest tier with duplicate detection.
+@description('Premium (one messaging unit) instead of Standard: private endpoints need Premium (networkIsolation).')
+param premium bool = false
+
+@description('Enabled, or Disabled with networkIsolation (main.bicep): reachable through private endpoints only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
+// Standard is the smallest tier with duplicate detection; Premium the only one with private endpoints.
+var standardSku = {
+  name: 'Standard'
+  tier: 'Standard'
+}
+var premiumSku = {
+  name: 'Premium'
+  tier: 'Premium'
+  capacity: 1
+}
+
 resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   name: name
   location: location
   tags: tags
-  sku: {
-    name: 'Standard'
-    tier: 'Standard'
-  }
+  sku: premium ? premiumSku : standardSku
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
   }
 }
 

@@ -32,13 +32,23 @@ param adminPrincipalType string
 @description('Minutes of inactivity before the serverless database pauses (-1 never pauses).')
 param autoPauseDelayMinutes int = 60
 
+@description('Enabled, or Disabled with networkIsolation (main.bicep): reachable through private endpoints only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
+@description('Resource ID of the Function App\'s subnet (network.bicep), admitted while public network access is on.')
+param appSubnetId string
+
 resource server 'Microsoft.Sql/servers@2023-08-01' = {
   name: serverName
   location: location
   tags: tags
   properties: {
     minimalTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     version: '12.0'
     administrators: {
       administratorType: 'ActiveDirectory'
@@ -59,14 +69,17 @@ resource entraOnly 'Microsoft.Sql/servers/azureADOnlyAuthentications@2023-08-01'
   }
 }
 
-// 0.0.0.0 is the documented "allow Azure services" rule: the Flex Consumption app has no fixed
-// outbound address without a virtual network. Authentication is still Entra-only.
-resource allowAzureServices 'Microsoft.Sql/servers/firewallRules@2023-08-01' = {
+// No "allow Azure services" rule (0.0.0.0): it admits every Azure customer's resources. The
+// Function App's subnet carries the Microsoft.Sql service endpoint (network.bicep) and is the one
+// network admitted while public access is on; with networkIsolation public access is off and the
+// app uses the private endpoint. The post-provision script opens the server to the deployer's
+// address for its run only (docs/deploying.md "Private network").
+resource appSubnetRule 'Microsoft.Sql/servers/virtualNetworkRules@2023-08-01' = if (publicNetworkAccess == 'Enabled') {
   parent: server
-  name: 'AllowAllWindowsAzureIps'
+  name: 'function-app-subnet'
   properties: {
-    startIpAddress: '0.0.0.0'
-    endIpAddress: '0.0.0.0'
+    virtualNetworkSubnetId: appSubnetId
+    ignoreMissingVnetServiceEndpoint: false
   }
 }
 
@@ -98,6 +111,7 @@ resource backupRetention 'Microsoft.Sql/servers/databases/backupShortTermRetenti
   }
 }
 
+output serverId string = server.id
 output serverName string = server.name
 output serverFqdn string = server.properties.fullyQualifiedDomainName
 output databaseName string = database.name

@@ -23,6 +23,13 @@ param tables array = []
 @maxValue(365)
 param deleteRetentionDays int = 7
 
+@description('Enabled, or Disabled with networkIsolation (main.bicep): reachable through private endpoints only.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
   location: location
@@ -39,10 +46,10 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       bypass: 'AzureServices'
-      defaultAction: 'Allow'
+      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
     }
   }
 }

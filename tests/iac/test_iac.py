@@ -36,6 +36,7 @@ CHECKED = [
     "pyproject.toml",
     "agent_worker/Dockerfile",
     "tools/iac/checkov-skips.txt",
+    "docs/deploying.md",
 ]
 
 

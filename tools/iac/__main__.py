@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.iac import cross_checks, isolation, trigger_roles
+from tools.iac import cross_checks, isolation, trigger_roles, variants
 from tools.iac.infra_rules import check_infra
 from tools.iac.problems import Report
 
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     cross_checks.check(root, deployment, report)
     isolation.check(root, deployment, report)
     trigger_roles.check(root, deployment, report)
+    variants.check(root, deployment, report)
     for problem in report.problems:
         print(problem)
     elapsed = time.monotonic() - started

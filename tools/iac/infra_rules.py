@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.iac.bicep import BicepFile, Instance, Loader, Resource, Unknown, unwrap
-from tools.iac.policy import ALLOWED_ROLES, MAX_DELIVERY_COUNT_LIMIT
+from tools.iac.policy import ALLOWED_ROLES, DEPLOYMENT_OPTIONS, MAX_DELIVERY_COUNT_LIMIT
 from tools.iac.problems import Report
 
 GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -114,7 +114,7 @@ def check_infra(root: Path, report: Report) -> Deployment | None:
     instance = Instance(main, {}, loader)
     instance.complete_params(parameters_json_values(root))
     deployment = Deployment(list(instance.walk()))
-    _check_resources(deployment, report)
+    check_resources(deployment, report)
     return deployment
 
 
@@ -177,10 +177,15 @@ def parameters_json(root: Path) -> tuple[dict[str, Any] | None, str]:
 
 
 def parameters_json_values(root: Path) -> dict[str, Any]:
+    """The values of main.parameters.json; ``${VAR}`` values are Unknown. A deployment option
+    (``policy.DEPLOYMENT_OPTIONS``) left to azd is left out, so it takes main.bicep's default:
+    the checker evaluates every option's values explicitly (``variants``)."""
     parameters, _ = parameters_json(root)
     values: dict[str, Any] = {}
     for name, entry in (parameters or {}).items():
-        values[name] = _azd_unknown(entry.get("value") if isinstance(entry, dict) else None)
+        value = _azd_unknown(entry.get("value") if isinstance(entry, dict) else None)
+        if not (name in DEPLOYMENT_OPTIONS and isinstance(value, Unknown)):
+            values[name] = value
     return values
 
 
@@ -275,7 +280,7 @@ def _require(report: Report, resource: Resource, path: tuple[str, ...], expected
     )
 
 
-def _check_resources(deployment: Deployment, report: Report) -> None:
+def check_resources(deployment: Deployment, report: Report) -> None:
     for resource in deployment.resources("Microsoft.ServiceBus/namespaces"):
         _require(report, resource, ("properties", "disableLocalAuth"), True, "Entra ID only, no SAS keys")
     for resource in deployment.resources("Microsoft.DocumentDB/databaseAccounts"):

@@ -21,6 +21,10 @@ ALLOWED_ROLES: dict[str, str] = {
     # Control-plane read, only the Function App's, only on the orders queue: admission control reads
     # its countDetails over ARM (adapters/servicebus/queue_depth.py).
     "Reader": "acdd72a7-3385-48ef-bd42-f606fba81ae7",
+    # Only the Function App's identity, only on the Durable Task Scheduler's task hub (dts.bicep):
+    # the role Durable Functions apps need (Durable Task Worker lacks the client operations). GUID as
+    # Microsoft's DTS templates and the built-in roles list publish it (durable.py checks the grant).
+    "Durable Task Data Contributor": "0ad04412-c4d5-4796-b79c-f76d14c8d402",
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
@@ -143,3 +147,52 @@ TRIGGER_QUEUE_ROLES: dict[str, str] = {
         "Flex Consumption's target-based scaling reads the queue length, which needs Manage"
     ),
 }
+
+# --- Deployment options (variants.py): main.bicep's parameters that switch resources on and off ---
+
+# The Durable Functions storage provider, and the values variants.py evaluates.
+DURABLE_BACKEND_PARAM = "durableBackend"
+AZURE_STORAGE = "azureStorage"
+DURABLE_TASK_SCHEDULER = "durableTaskScheduler"
+DURABLE_BACKENDS: tuple[str, ...] = (AZURE_STORAGE, DURABLE_TASK_SCHEDULER)
+# Private endpoints for the data services, their public network access off.
+NETWORK_ISOLATION_PARAM = "networkIsolation"
+DEPLOYMENT_OPTIONS: tuple[str, ...] = (DURABLE_BACKEND_PARAM, NETWORK_ISOLATION_PARAM)
+
+# What the Function App's settings must say on the Durable Task Scheduler (durable.py): the host
+# reads AzureFunctionsJobHost__<path> as host.json's <path>, so one host.json serves both backends.
+HOST_OVERRIDE = "AzureFunctionsJobHost__"
+DTS_PROVIDER_TYPE_SETTING = HOST_OVERRIDE + "extensions__durableTask__storageProvider__type"
+DTS_PROVIDER_TYPE = "azureManaged"
+DTS_CONNECTION_NAME_SETTING = HOST_OVERRIDE + "extensions__durableTask__storageProvider__connectionStringName"
+DTS_HUB_NAME_SETTING = HOST_OVERRIDE + "extensions__durableTask__hubName"
+# Identity-based: no key in the string; ClientID names the user-assigned identity.
+DTS_CONNECTION_PARTS: tuple[str, ...] = ("Endpoint=", "Authentication=ManagedIdentity", "ClientID=")
+# Non-.NET apps get the azureManaged provider from the preview extension bundle.
+BUNDLE_ID_SETTING = HOST_OVERRIDE + "extensionBundle__id"
+DTS_BUNDLE_ID = "Microsoft.Azure.Functions.ExtensionBundle.Preview"
+DURABLE_TASK_DATA_CONTRIBUTOR = ALLOWED_ROLES["Durable Task Data Contributor"]
+
+# --- The network (network.py) -------------------------------------------------------------------
+
+# The services that hold the orders' data and the app's state: with networkIsolation, each has its
+# public network access 'Disabled' and a private endpoint. Resource type -> the SKU it needs for one.
+DATA_SERVICES: tuple[str, ...] = (
+    "Microsoft.Storage/storageAccounts",
+    "Microsoft.DocumentDB/databaseAccounts",
+    "Microsoft.Sql/servers",
+    "Microsoft.ServiceBus/namespaces",
+    "Microsoft.DurableTask/schedulers",
+)
+# Private endpoints need the Premium tier of Service Bus.
+PRIVATE_ENDPOINT_SKUS: dict[str, str] = {"Microsoft.ServiceBus/namespaces": "Premium"}
+# Every resource with a public endpoint that docs/deploying.md lists by mode: the data services,
+# and the exceptions (the front end's API, telemetry ingestion, the image registry). The property
+# that says whether its public endpoint is on (absent: on, as Azure defaults).
+PUBLIC_ACCESS_PROPERTY: dict[str, str] = {
+    **{service: "publicNetworkAccess" for service in DATA_SERVICES},
+    "Microsoft.Web/sites": "publicNetworkAccess",
+    "Microsoft.Insights/components": "publicNetworkAccessForIngestion",
+    "Microsoft.ContainerRegistry/registries": "publicNetworkAccess",
+}
+PUBLIC_ENDPOINTS_DOC = "docs/deploying.md"

@@ -22,6 +22,9 @@ class Report:
         self.problems: list[Problem] = []
         self._seen: set[Problem] = set()
 
+    def has(self, problem: Problem) -> bool:
+        return problem in self._seen
+
     def add(self, file: str, line: int | None, what: str, fix: str) -> None:
         problem = Problem(file, line, what, fix)
         if problem not in self._seen:

@@ -1,0 +1,33 @@
+"""docs/deploying.md's table of Durable Task Scheduler actions per order is what
+bench/dts_actions.py computes, and its happy path does the Durable work bench/ops_per_order.py
+measured (docs/design.md, "Operations per order")."""
+
+import re
+
+from bench import dts_actions
+from tests.iac.test_iac import REPO
+
+TABLE = re.compile(r"<!-- dts-actions -->\n(.*?)\n<!-- /dts-actions -->", re.S)
+
+
+def test_the_docs_table_is_the_scripts_output() -> None:
+    docs = (REPO / "docs" / "deploying.md").read_text(encoding="utf-8")
+    found = TABLE.search(docs)
+    assert found, "docs/deploying.md has no <!-- dts-actions --> table"
+    assert found.group(1).strip() == dts_actions.table(), (
+        "run `python -m bench.dts_actions` and paste its table"
+    )
+
+
+def test_the_happy_path_does_the_measured_durable_work() -> None:
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    row = re.search(
+        r"^\| Durable: activities / orchestrator episodes / history events \| (\d+) ", design, re.M
+    )
+    assert row, "docs/design.md has no measured Durable row"
+    assert dts_actions.per_order()["happy path"].activities == int(row.group(1))
+
+
+def test_actions_follow_the_billing_weights() -> None:
+    work = dts_actions.DurableWork(starts=1, activities=1, timers=1, events=1)
+    assert work.actions == 1 + 2 + 1 + 1
