@@ -133,7 +133,7 @@ class EntraTokens:
 
     def _jwks_uri(self) -> str:
         try:
-            with urllib.request.urlopen(self._configuration_url, timeout=self._timeout) as response:  # noqa: S310 - an https URL from settings, or loopback locally
+            with urllib.request.urlopen(self._configuration_url, timeout=self._timeout) as response:
                 configuration = json.load(response)
         except (OSError, ValueError) as error:
             raise DependencyUnavailable(SIGNING_KEYS, f"OpenID configuration: {error}") from None

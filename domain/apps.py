@@ -1,8 +1,8 @@
 """Submitting applications (E16): who may submit, and where each one hears back.
 
 An app is known by its Entra application (client) ID, which the front end reads from the
-caller's verified application token (``azp``); everything else follows from the registered name: its private status
-queue is ``status-<name>``. Nothing an app sends in a message body decides any of it.
+caller's verified application token (``azp``); everything else follows from the registered
+name: its private status queue is ``status-<name>``. Nothing an app sends in a message body decides any of it.
 """
 
 import re
@@ -104,7 +104,9 @@ def caller_client_id(claims: Mapping[str, object]) -> str:
     roles = claims.get("roles")
     if not isinstance(roles, list) or SUBMIT_ROLE not in roles:
         raise NotPermitted(f"the calling application is not assigned the app role {SUBMIT_ROLE}")
-    ids = {str(claims[name]) for name in CLIENT_ID_CLAIMS if isinstance(claims.get(name), str) and claims[name]}
+    ids = {
+        str(claims[name]) for name in CLIENT_ID_CLAIMS if isinstance(claims.get(name), str) and claims[name]
+    }
     if len(ids) != 1:
         raise NotAuthenticated("the token names no single calling application (azp or appid)")
     return ids.pop()

@@ -48,9 +48,13 @@ def caller(headers: Mapping[str, str], ports: Ports) -> SubmittingApp | Reply:
             raise NotAuthenticated("send an Entra access token: Authorization: Bearer <token>")
         return authorised_app(ports.tokens.claims(token.strip()), ports.settings.submitters)
     except NotAuthenticated as error:
-        return _error(401, "NotAuthenticated", str(error), {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        return _error(
+            401, "NotAuthenticated", str(error), {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        )
     except NotPermitted as error:
-        return _error(403, "NotRegistered" if isinstance(error, NotRegistered) else "NotPermitted", str(error))
+        return _error(
+            403, "NotRegistered" if isinstance(error, NotRegistered) else "NotPermitted", str(error)
+        )
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
