@@ -31,7 +31,7 @@ from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
 from services.settings import Settings
-from testing.local_issuer import LocalIssuer
+from testing.local_issuer import LocalIssuer, from_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # The local identities local.settings.embedded.json registers (SAS_SUBMITTERS), and one it does not.
@@ -312,7 +312,8 @@ def start_app(
     end trusts a local issuer started here (or ``issuer``, to keep one across deployments)."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     if issuer is None:
-        issuer = LocalIssuer(values["SAS_AUTH_TENANT_ID"], values["SAS_AUTH_AUDIENCE"]).start()
+        # Its token endpoint grants the submit role to the registered apps, as their assignments do.
+        issuer = from_settings(values, port=0).start()
     values |= issuer.settings()
     data = tmp_path / "data"
     values |= {
