@@ -12,6 +12,11 @@ from domain.apps import Registry
 from domain.policy import Postponement, RecoveryPolicy, SchedulerPolicy, SupervisorScan
 
 
+def _blank_is_none(value: object) -> object:
+    # Bicep writes '' for a parameter not given yet (frontEndClientId): not set, not invalid.
+    return None if value == "" else value
+
+
 def _registry(value: object) -> object:
     return Registry.parse(value) if isinstance(value, str) else value
 
@@ -66,8 +71,12 @@ class Settings(BaseModel):
     # authority differs between profiles: Entra ID in Azure, a loopback issuer locally
     # (testing/local_issuer.py). Unset tenant or audience: every request is refused (503).
     auth_authority: str = Field("https://login.microsoftonline.com", alias="SAS_AUTH_AUTHORITY", min_length=1)
-    auth_tenant_id: str | None = Field(None, alias="SAS_AUTH_TENANT_ID", pattern=r"^[0-9a-fA-F-]{36}$")
-    auth_audience: str | None = Field(None, alias="SAS_AUTH_AUDIENCE", min_length=1)
+    auth_tenant_id: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
+        None, alias="SAS_AUTH_TENANT_ID", pattern=r"^[0-9a-fA-F-]{36}$"
+    )
+    auth_audience: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
+        None, alias="SAS_AUTH_AUDIENCE", min_length=1
+    )
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
     local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")

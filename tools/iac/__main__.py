@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.iac import cross_checks, isolation, trigger_roles
+from tools.iac import app_roles, cross_checks, isolation, trigger_roles
 from tools.iac.infra_rules import check_infra
 from tools.iac.problems import Report
 
@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     cross_checks.check(root, deployment, report)
     isolation.check(root, deployment, report)
     trigger_roles.check(root, deployment, report)
+    if deployment is not None and deployment.instances:
+        app_roles.check(root, deployment, deployment.instances[0], report)
     for problem in report.problems:
         print(problem)
     elapsed = time.monotonic() - started
