@@ -257,6 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run while serving")
     args = parser.parse_args(argv)
     load_local_settings(args.app_dir)  # real environment variables win, as for the app
+    missing = [
+        n for n in ("SAS_AUTH_AUTHORITY", "SAS_AUTH_TENANT_ID", "SAS_AUTH_AUDIENCE") if not os.environ.get(n)
+    ]
+    if missing:
+        print(
+            f"local issuer: set {', '.join(missing)} (as local.settings.embedded.json does)", file=sys.stderr
+        )
+        return 1
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     with from_settings(os.environ) as issuer:
         print(f"local issuer: {issuer.issuer}", file=sys.stderr)
