@@ -101,8 +101,10 @@ clean:
 local.settings.json:
 	cp local.settings.embedded.json local.settings.json
 
+# The local issuer (testing/local_issuer.py) serves the front end's signing keys while devhost
+# runs; `python -m ops token --app app-a` gets a submitting app's token from it.
 run: $(STAMP) $(PROTO_PY) local.settings.json
-	$(BIN)/python -m devhost start
+	$(BIN)/python -m testing.local_issuer -- $(BIN)/python -m devhost start
 
 demo: $(STAMP) $(PROTO_PY) devhost-envs
 	$(BIN)/python -m demo

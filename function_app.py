@@ -31,7 +31,8 @@ from services.settings import Settings
 from services.submit_order import SubmitOutcome
 from services.telemetry import order_span
 
-app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+# No function keys: the caller's Entra application token is the authorisation (services/frontend.py).
+app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 log = logging.getLogger("sas.app")
 
 

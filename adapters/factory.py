@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
+from adapters.entra_tokens import EntraTokens
 from adapters.profiles import StoreBuilders
 from adapters.resilience import RetryPolicy, guard
 from adapters.sqlite.lease import SqliteLeaderLease
@@ -162,4 +163,17 @@ def build_ports(settings: Settings, clock: Clock) -> Ports:
         instance_name=INSTANCE_NAME,
         outages=outages,
         admission=admission,
+        tokens=_tokens(settings, clock),
+    )
+
+
+def _tokens(settings: Settings, clock: Clock) -> EntraTokens | None:
+    if settings.auth_tenant_id is None or settings.auth_audience is None:
+        return None
+    return EntraTokens(
+        settings.auth_authority,
+        settings.auth_tenant_id,
+        settings.auth_audience,
+        clock,
+        timeout=settings.call_timeout_seconds,
     )

@@ -54,7 +54,6 @@ from demo.apps import make_order
 from demo.stack import ROOT, Stack
 from devhost.config import DevhostConfig
 from devhost.worker_processes import process_count
-from domain.apps import principal_header
 from domain.sample_workflow import WORKFLOWS
 from domain.workflow import Runs
 from services.settings import Settings
@@ -99,9 +98,10 @@ class Timing:
     at: float = 0.0  # the `completed` message's At: the clock read just before the final write
 
 
-async def post_orders(url: str, client_id: str, order_ids: list[str], concurrency: int) -> dict[str, Timing]:
-    """POST each order, at most ``concurrency`` at a time; every one must be accepted (202)."""
-    headers = {"Content-Type": "application/json", **principal_header(client_id)}
+async def post_orders(url: str, token: str, order_ids: list[str], concurrency: int) -> dict[str, Timing]:
+    """POST each order as the app ``token`` is for, at most ``concurrency`` at a time; every one
+    must be accepted (202)."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     limit = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(
@@ -448,18 +448,18 @@ def latency(args: argparse.Namespace) -> None:
                 f" {env['SAS_STEP_TIMEOUT_SECONDS']} s",
                 flush=True,
             )
-            client_id = settings.submitters.apps[0].client_id
+            token = stack.token_source(settings.submitters.apps[0].name)
             workflow = WORKFLOWS[settings.workflow_version]
             agent_steps = sum(s.runs is Runs.AGENT for s in workflow.steps)
             folder = Path(stack.env["SAS_TELEMETRY_DIR"])
             url = f"{stack.devhost_url}/api/orders"
             with StatusReceiver(stack.workdir / "servicebus.db") as receiver:
-                receiver.wait(asyncio.run(post_orders(url, client_id, ["warm-up"], 1)), 120)
+                receiver.wait(asyncio.run(post_orders(url, token(), ["warm-up"], 1)), 120)
                 progress(f"idle: {args.idle} orders, one at a time")
                 idle: dict[str, Timing] = {}
                 cpu, started = cpu_now(stack), time.time()
                 for n in range(args.idle):
-                    posted = asyncio.run(post_orders(url, client_id, [f"idle-{n}"], 1))
+                    posted = asyncio.run(post_orders(url, token(), [f"idle-{n}"], 1))
                     receiver.wait(posted, 60)
                     idle |= posted
                 report_latency("idle", idle, started)
@@ -468,7 +468,7 @@ def latency(args: argparse.Namespace) -> None:
                 progress(f"burst: {args.burst} orders, {args.concurrency} POSTs at a time")
                 ids = [f"burst-{n}" for n in range(args.burst)]
                 cpu, started = cpu_now(stack), time.time()
-                burst = asyncio.run(post_orders(url, client_id, ids, args.concurrency))
+                burst = asyncio.run(post_orders(url, token(), ids, args.concurrency))
                 posting = max(t.answered for t in burst.values()) - started
                 progress(f"burst: posted in {posting:.2f} s ({args.burst / posting:.0f} orders/s)")
                 receiver.wait(burst, 600, lambda done: progress(f"burst: {done}/{args.burst} completed"))

@@ -70,19 +70,19 @@ def run_path(path: str, args: argparse.Namespace) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         stack = Stack(Path(tmp), agents=2, profile=PROFILE, settings=settings, devhost_flags=flags).start()
         try:
-            client_id = Settings.from_env(stack.env).submitters.apps[0].client_id
+            token = stack.token_source(Settings.from_env(stack.env).submitters.apps[0].name)
             url = f"{stack.devhost_url}/api/orders"
             with StatusReceiver(stack.workdir / "servicebus.db") as receiver:
-                receiver.wait(asyncio.run(post_orders(url, client_id, ["warm-up"], 1)), 120)
+                receiver.wait(asyncio.run(post_orders(url, token(), ["warm-up"], 1)), 120)
                 idle: dict[str, Timing] = {}
                 for n in range(args.idle):
-                    posted = asyncio.run(post_orders(url, client_id, [f"idle-{n}"], 1))
+                    posted = asyncio.run(post_orders(url, token(), [f"idle-{n}"], 1))
                     receiver.wait(posted, 60)
                     idle |= posted
                 progress(f"{path}: idle p50 {_p50(idle) * 1000:.0f} ms; burst of {args.burst}")
                 ids = [f"burst-{n}" for n in range(args.burst)]
                 (host_before, workers_before), started = cpu(stack), time.time()
-                burst = asyncio.run(post_orders(url, client_id, ids, args.concurrency))
+                burst = asyncio.run(post_orders(url, token(), ids, args.concurrency))
                 receiver.wait(burst, 900, lambda done: progress(f"{path}: {done}/{args.burst} completed"))
                 elapsed = max(t.received for t in burst.values()) - started
                 host_after, workers_after = cpu(stack)

@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     orders_a, orders_b = build_orders(args.orders, args.seed)
     bus_path = str(stack.workdir / "servicebus.db")
     apps = [
-        SubmittingApp(app.name, app.client_id, stack.devhost_url, bus_path, orders)
+        SubmittingApp(
+            app.name, app.client_id, stack.devhost_url, bus_path, orders, stack.token_source(app.name)
+        )
         for app, orders in zip(registry.apps, (orders_a, orders_b), strict=True)
     ]
     run = Run(stack, apps, [o.OrderID for o in orders_a + orders_b])

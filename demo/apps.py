@@ -6,13 +6,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
 from adapters.servicebus.local_bus import LocalServiceBus
-from domain.apps import principal_header
 from domain.messages import OrderLine, OrderSubmission
+from ops.tokens import TokenError
 
 TERMINAL = {"completed", "failed", "compensated", "compensation-failed"}
 
@@ -35,6 +36,7 @@ class SubmittingApp:
     api: str
     bus_path: str
     orders: list[OrderSubmission]
+    token: Callable[[], str]  # its access token for the front end (client credentials)
     submitted_at: dict[str, float] = field(default_factory=dict)
     finished_at: dict[str, float] = field(default_factory=dict)
     statuses: dict[str, list[str]] = field(default_factory=dict)
@@ -77,15 +79,16 @@ class SubmittingApp:
             f"{self.api}/api/orders",
             data=order.model_dump_json(exclude={"StatusQueue"}).encode(),
             method="POST",
-            # devhost has no App Service Authentication: the app passes the principal it would add.
-            headers={"Content-Type": "application/json", **principal_header(self.client_id)},
+            headers={"Content-Type": "application/json"},
         )
         try:
+            # Asked for each post, as a client-credentials library hands out its cached token.
+            request.add_header("Authorization", f"Bearer {self.token()}")
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, 0.0, ""
         except urllib.error.HTTPError as error:
             return error.code, float(error.headers.get("Retry-After") or 1), error.read().decode()[:200]
-        except OSError:
+        except (OSError, TokenError):  # the front end or the issuer is restarting: try again
             return None, 0.0, ""
 
     def _listen(self) -> None:

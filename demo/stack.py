@@ -25,8 +25,10 @@ from adapters.sqlite.state_store import SqliteStateStore
 from domain.messages import QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
+from ops.tokens import app_token
 from services.context import Ports
 from services.settings import Settings
+from testing.local_issuer import from_settings
 from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +101,9 @@ class Stack:
             "SAS_TELEMETRY_DIR": str(workdir / "telemetry"),
             **(settings or {}),
         }
+        # The Entra stand-in the front end verifies tokens against, up before devhost reads its URL.
+        self.issuer = from_settings(self.env, port=0)
+        self.env |= self.issuer.settings()
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self._ports: Ports | None = None
 
@@ -112,6 +117,7 @@ class Stack:
 
     def start(self) -> "Stack":
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.issuer.start()
         self.start_simulator()
         self.start_devhost()
         for n in range(self.agents):
@@ -182,7 +188,14 @@ class Stack:
                 process.kill()
                 codes[name] = process.wait()
         self.processes.clear()
+        self.issuer.stop()
         return codes
+
+    def token_source(self, app: str) -> Callable[[], str]:
+        """How the submitting app ``app`` gets an access token: from the issuer's token endpoint,
+        as it would from Entra (``python -m ops token --app NAME`` does the same)."""
+        settings = Settings.from_env(self.env)
+        return lambda: app_token(settings, app)
 
     # --- talking to it ----------------------------------------------------------------------
 

@@ -1,15 +1,12 @@
 """Submitting applications (E16): who may submit, and where each one hears back.
 
-An app is known by its Entra application (client) ID, which App Service Authentication puts in
-the caller's principal; everything else follows from the registered name: its private status
-queue is ``status-<name>``. Nothing an app sends in a message body decides any of it.
+An app is known by its Entra application (client) ID, which the front end reads from the
+caller's verified application token (``azp``); everything else follows from the registered
+name: its private status queue is ``status-<name>``. Nothing an app sends in a message body decides any of it.
 """
 
-import base64
-import binascii
-import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 APP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,29}$")
@@ -78,40 +75,47 @@ class Registry:
         return tuple(app.status_queue for app in self.apps)
 
 
-# --- App Service Authentication's principal header -------------------------------------------
+# --- Who the verified token says is calling -------------------------------------------------
 
-PRINCIPAL_HEADER = "x-ms-client-principal"
+# The app role the front end's app registration exposes and each submitting app's service
+# principal is assigned (infra/scripts/app_roles.py): an application token carries it in ``roles``.
+SUBMIT_ROLE = "Orders.Submit"
 
 
 class NotAuthenticated(ValueError):
-    pass
+    """401: no token, or one that is not a valid token for this API."""
 
 
-def caller_client_id(headers: Mapping[str, str]) -> str:
-    """The client ID of the calling application, from the principal App Service Authentication
-    injects (base64 JSON with ``claims``: ``[{"typ", "val"}]``). The platform removes this header
-    from incoming requests and sets it only after validating the caller's token."""
-    encoded = next((v for k, v in headers.items() if k.lower() == PRINCIPAL_HEADER), None)
-    if not encoded:
-        raise NotAuthenticated("no authenticated caller (App Service Authentication principal missing)")
-    try:
-        principal = json.loads(base64.b64decode(encoded, validate=True))
-        claims = {str(c["typ"]): str(c["val"]) for c in principal["claims"]}
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        raise NotAuthenticated("the caller's principal header is not valid") from None
-    for claim in CLIENT_ID_CLAIMS:
-        if claims.get(claim):
-            return claims[claim]
-    raise NotAuthenticated("the caller's principal carries no application ID (appid or azp claim)")
+class NotPermitted(ValueError):
+    """403: a valid token that does not make its bearer a registered submitting app."""
 
 
-def principal_header(client_id: str, claims: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
-    """The header App Service Authentication would pass for an app calling with a client-credentials
-    token: for calling a local host (devhost, ``func start``), which has no authentication module."""
-    principal = {
-        "auth_typ": "aad",
-        "claims": [{"typ": "appid", "val": client_id}, *({"typ": t, "val": v} for t, v in claims)],
-        "name_typ": "http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name",
-        "role_typ": "http://schemas.microsoft.com/ws/2008/06/identity/claims/role",
+class NotRegistered(NotPermitted):
+    """403: an application with the role that is not (or no longer) in ``SAS_SUBMITTERS``."""
+
+
+def caller_client_id(claims: Mapping[str, object]) -> str:
+    """The calling application's client ID, from a token whose signature, issuer, audience and
+    lifetime were verified. Only application tokens (client credentials) with the submit role
+    count: a user's delegated token obtained through a submitting app's registration carries the
+    same ``azp``, and must not act as that app."""
+    if "scp" in claims or claims.get("idtyp") != "app":
+        raise NotPermitted("only application tokens (client credentials) may call this API")
+    roles = claims.get("roles")
+    if not isinstance(roles, list) or SUBMIT_ROLE not in roles:
+        raise NotPermitted(f"the calling application is not assigned the app role {SUBMIT_ROLE}")
+    ids = {
+        str(claims[name]) for name in CLIENT_ID_CLAIMS if isinstance(claims.get(name), str) and claims[name]
     }
-    return {PRINCIPAL_HEADER: base64.b64encode(json.dumps(principal).encode()).decode()}
+    if len(ids) != 1:
+        raise NotAuthenticated("the token names no single calling application (azp or appid)")
+    return ids.pop()
+
+
+def authorised_app(claims: Mapping[str, object], registry: Registry) -> SubmittingApp:
+    """The registered submitting app a verified token belongs to."""
+    client_id = caller_client_id(claims)
+    app = registry.by_client_id(client_id)
+    if app is None:
+        raise NotRegistered(f"application {client_id} is not a registered submitting app")
+    return app

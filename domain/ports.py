@@ -4,6 +4,7 @@ Each has an embedded adapter (SQLite) and, later, an Azure one; ``tests/contract
 suite of assertions over every adapter of a port.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -224,3 +225,11 @@ class RecoveryIndex(Protocol):
         """Move the cursor forward to ``bucket`` (never back: a racing Supervisor's older
         value loses). Returns the store's cost."""
         ...
+
+
+class CallerTokens(Protocol):
+    """Verifies a caller's bearer token (adapters/entra_tokens.py): its claims once it is proven
+    genuine and current, ``NotAuthenticated`` if not, ``DependencyUnavailable`` while the
+    issuer's signing keys cannot be read."""
+
+    def claims(self, token: str) -> Mapping[str, object]: ...

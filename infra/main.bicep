@@ -516,6 +516,10 @@ output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output AZURE_FUNCTION_APP_URL string = 'https://${functionApp.outputs.defaultHostName}'
 // What a submitting app asks Entra ID for (client credentials, scope '<audience>/.default').
 output API_AUDIENCE string = empty(frontEndClientId) ? '' : 'api://${frontEndClientId}'
+// The front end's client ID and the submitting apps the post-provision step assigns its app role
+// (infra/scripts/app_roles.py): exactly the Function App's SAS_SUBMITTERS.
+output SAS_FRONTEND_CLIENT_ID string = frontEndClientId
+output SAS_SUBMITTERS string = functionApp.outputs.submitters
 output API_IDENTITY_NAME string = appIdentity.outputs.name
 output API_IDENTITY_CLIENT_ID string = appIdentity.outputs.clientId
 output AGENT_IDENTITY_NAME string = agentIdentity.outputs.name

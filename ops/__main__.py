@@ -1,6 +1,7 @@
 """``python -m ops``: the operator's tools, against whichever profile the settings select.
 
-    python -m ops submit --order-id ID [--app a|b] [--sku SKU] [--quantity N]
+    python -m ops submit --order-id ID [--app NAME] [--sku SKU] [--quantity N]
+    python -m ops token --app NAME     # a registered submitting app's access token
     python -m ops status ID
     python -m ops list [--state Error] [--limit 50]
     python -m ops watch [--interval 2] [--once]
@@ -31,9 +32,9 @@ from rich.table import Table
 from adapters.clock import host_clock
 from adapters.factory import build_ports
 from adapters.local_settings import load_local_settings
-from domain.apps import principal_header
-from domain.errors import IllegalTransition, RecordNotFound
+from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.states import ProcessState
+from ops.tokens import TokenError, app_token
 from services import frontend, operator
 from services.context import Ports
 from services.settings import Settings, SettingsError
@@ -107,12 +108,13 @@ class Ops:
             "Total": float(price * quantity),
             "SubmittedAt": datetime.now(UTC).isoformat(),
         }
-        registered = self.ports.settings.submitters.named(f"app-{app}")
-        if registered is None:
-            raise Refused(f"app-{app} is not in SAS_SUBMITTERS")
-        # The operator submits on behalf of a registered app, with the principal it would have.
-        headers = principal_header(registered.client_id)
-        reply = frontend.accept_order(json.dumps(order).encode(), headers, self.ports)
+        # The operator submits as a registered app, with the token that app would send.
+        token = app_token(self.ports.settings, submitter_name(self.ports.settings, app))
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            reply = frontend.accept_order(json.dumps(order).encode(), headers, self.ports)
+        except DependencyUnavailable as outage:
+            raise Refused(str(outage)) from None
         if reply.status != 202:
             raise Refused(f"{reply.body.get('error')}: {reply.body.get('detail')}")
         self.show("Submitted", [reply.body], ["OrderID", "statusUrl"])
@@ -199,6 +201,13 @@ class Ops:
         self.show("Resubmitted", [{"Queue": queue, "MessageId": message_id}], ["Queue", "MessageId"])
 
 
+def submitter_name(settings: Settings, app: str) -> str:
+    """``app`` as registered, or ``a`` for ``app-a``."""
+    if settings.submitters.named(app) is None and settings.submitters.named(f"app-{app}") is not None:
+        return f"app-{app}"
+    return app
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.split("\n")[0])
     parser.add_argument("--app-dir", type=Path, default=Path.cwd(), help="where local.settings.json is")
@@ -206,9 +215,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     submit = commands.add_parser("submit", help="submit a test order through the front end's checks")
     submit.add_argument("--order-id", required=True)
-    submit.add_argument("--app", choices=["a", "b"], default="a")
+    submit.add_argument("--app", default="app-a", help="a name in SAS_SUBMITTERS (a: app-a)")
     submit.add_argument("--sku", default="SKU-1")
     submit.add_argument("--quantity", type=int, default=1)
+    token = commands.add_parser("token", help="an access token of a registered submitting app")
+    token.add_argument("--app", required=True, help="a name in SAS_SUBMITTERS")
     commands.add_parser("status", help="one order's state record").add_argument("order_id")
     listing = commands.add_parser("list", help="orders, optionally in one state")
     listing.add_argument("--state", choices=[s.value for s in ProcessState])
@@ -234,6 +245,16 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
     console = console or Console()
     load_local_settings(args.app_dir.resolve())
     try:
+        if args.command == "token":  # no stores needed
+            settings = Settings.from_env(os.environ)
+            issued = app_token(settings, submitter_name(settings, args.app))
+            console.print(
+                json.dumps({"access_token": issued}) if args.json else issued,
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
+            return 0
         # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
         ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
         match args.command:
@@ -253,7 +274,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
                 ops.dlq_list(args.queue)
             case "dlq":
                 ops.dlq_resubmit(args.queue, args.message_id)
-    except (Refused, SettingsError) as refused:
+    except (Refused, SettingsError, TokenError) as refused:
         console.print(f"[red]ops: {refused}[/]")
         return 1
     return 0

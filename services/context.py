@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from domain.ports import (
+    CallerTokens,
     Clock,
     CompensationLog,
     LeaderLease,
@@ -38,6 +39,9 @@ class Ports:
     outages: OutageMonitor | None = None
     # The front end's backlog (C3): the orders queue and the Pending records, cached briefly.
     admission: Admission | None = None
+    # Verifies callers' bearer tokens (E16); None when the validator's settings are missing, and
+    # then the front end refuses every request.
+    tokens: CallerTokens | None = None
 
     def close(self) -> None:
         """Release what the adapters hold (connections, open files), for a host that unloads the

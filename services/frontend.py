@@ -1,7 +1,8 @@
 """The web front end (E1, C3): accept an order onto the orders queue, or push back; show one order.
 
-Every request is made by a registered submitting app, known from the principal App Service
-Authentication puts on the request (``domain.apps``): the app decides nothing by what it sends.
+Every request is made by a registered submitting app, known from the Entra application token it
+sends (``adapters.entra_tokens`` verifies it, ``domain.apps`` says whose it is): the app decides
+nothing by what it sends in the body.
 An app submits for itself, hears back on its own status queue and sees only its own orders.
 
 Backpressure is visible to the submitter: while the backlog (the orders queue's active messages
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.admission import Backlog
-from domain.apps import NotAuthenticated, SubmittingApp, caller_client_id
+from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, SubmittingApp, authorised_app
 from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
 from domain.states import ProcessState
@@ -34,21 +35,30 @@ def _error(status: int, error: str, detail: str, headers: dict[str, str] | None 
 
 
 def caller(headers: Mapping[str, str], ports: Ports) -> SubmittingApp | Reply:
-    """The registered app making this request, or the reply that refuses it."""
-    settings = ports.settings
-    if settings.profile == "azure" and not settings.platform_auth_enabled:
-        # Without App Service Authentication nothing strips a forged principal header.
+    """The registered app making this request, from its verified application token
+    (``Authorization: Bearer``), or the reply that refuses it. No header but that one says who
+    calls. Raises ``DependencyUnavailable`` while the issuer's signing keys cannot be read."""
+    if ports.tokens is None:
         return _error(
-            503, "AuthenticationNotConfigured", "App Service Authentication is off: requests are refused"
+            503, "AuthenticationNotConfigured", "the token validator is not configured: requests are refused"
         )
+    scheme, _, token = _header(headers, "authorization").strip().partition(" ")
     try:
-        client_id = caller_client_id(headers)
+        if scheme.lower() != "bearer" or not token.strip():
+            raise NotAuthenticated("send an Entra access token: Authorization: Bearer <token>")
+        return authorised_app(ports.tokens.claims(token.strip()), ports.settings.submitters)
     except NotAuthenticated as error:
-        return _error(401, "NotAuthenticated", str(error), {"WWW-Authenticate": "Bearer"})
-    app = settings.submitters.by_client_id(client_id)
-    if app is None:
-        return _error(403, "NotRegistered", f"application {client_id} is not a registered submitting app")
-    return app
+        return _error(
+            401, "NotAuthenticated", str(error), {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        )
+    except NotPermitted as error:
+        return _error(
+            403, "NotRegistered" if isinstance(error, NotRegistered) else "NotPermitted", str(error)
+        )
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    return next((v for k, v in headers.items() if k.lower() == name), "")
 
 
 def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url: str = "/api") -> Reply:

@@ -12,6 +12,11 @@ from domain.apps import Registry
 from domain.policy import Postponement, RecoveryPolicy, SchedulerPolicy, SupervisorScan
 
 
+def _blank_is_none(value: object) -> object:
+    # Bicep writes '' for a parameter not given yet (frontEndClientId): not set, not invalid.
+    return None if value == "" else value
+
+
 def _registry(value: object) -> object:
     return Registry.parse(value) if isinstance(value, str) else value
 
@@ -60,9 +65,18 @@ class Settings(BaseModel):
     # "local" is devhost's Service Bus; a connection string is a local broker or the emulator.
     servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
     servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
-    # App Service sets this to "True" on a site with App Service Authentication on; only then does
-    # the platform strip a client's own principal headers (checked by the front end in Azure).
-    platform_auth_enabled: bool = Field(False, alias="WEBSITE_AUTH_ENABLED")
+    # E16: the front end verifies each caller's Entra access token itself (services/frontend.py):
+    # v2.0 tokens of this tenant (issuer <authority>/<tenant>/v2.0, signing keys from that issuer's
+    # OpenID configuration) for this audience, the front end's application (client) ID. Only the
+    # authority differs between profiles: Entra ID in Azure, a loopback issuer locally
+    # (testing/local_issuer.py). Unset tenant or audience: every request is refused (503).
+    auth_authority: str = Field("https://login.microsoftonline.com", alias="SAS_AUTH_AUTHORITY", min_length=1)
+    auth_tenant_id: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
+        None, alias="SAS_AUTH_TENANT_ID", pattern=r"^[0-9a-fA-F-]{36}$"
+    )
+    auth_audience: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
+        None, alias="SAS_AUTH_AUDIENCE", min_length=1
+    )
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
     local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
@@ -80,7 +94,7 @@ class Settings(BaseModel):
     # gets the request again, and each delivery may make up to SAS_AGENT_MAX_ATTEMPTS calls.
     agent_request_max_deliveries: int = Field(2, alias="SAS_AGENT_REQUEST_MAX_DELIVERIES", ge=1)
     # The apps that may submit (E16): "name=clientId,..." — the Entra application (client) ID
-    # the front end sees in the caller's principal, and the name its status queue is derived
+    # the front end reads from the caller's verified token (azp), and the name its status queue is derived
     # from (status-<name>). No default: an app not listed here cannot submit or read anything.
     submitters: Annotated[Registry, BeforeValidator(_registry)] = Field(Registry(()), alias="SAS_SUBMITTERS")
     max_in_flight: int = Field(50, alias="SAS_MAX_IN_FLIGHT", ge=1)

@@ -45,6 +45,7 @@ SHIPPED_UNREACHED = {
 # Distributions requirements.txt pins although no shipped module imports them, and why.
 PINNED_UNIMPORTED = {
     "azure-functions-runtime": "the Python worker itself: the platform runs the version the app pins",
+    "cryptography": "PyJWT's RS256 verification: PyJWT imports it, and asks for it only as the crypto extra",
 }
 # The same for the agent's requirements: it has no runtime beside `python -m agent_worker`.
 AGENT_PINNED_UNIMPORTED: dict[str, str] = {}

@@ -162,6 +162,7 @@ var durableSettings = (durableBackend == 'durableTaskScheduler') ? durableTaskSc
 // used. An app without a client ID yet contributes nothing (no filter(): no lambdas here).
 var submitterItems = [for app in submittingApps: empty(app.clientId) ? '' : '${app.name}=${app.clientId},']
 var submitterPairs = join(submitterItems, '')
+var submitters = empty(submitterPairs) ? '' : take(submitterPairs, length(submitterPairs) - 1)
 // Easy Auth admits only these applications' tokens (the appid / azp claim); an app listed without a
 // client ID yet adds '' (matches no caller). Register its client ID before setting frontEndClientId.
 var allowedApplications = [for app in submittingApps: app.clientId]
@@ -281,7 +282,14 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_ALERTS_QUEUE: operatorAlertsQueueName
     // E16: the registered submitting apps, name=clientId pairs; an app's status queue is
     // status-<name>. Apps listed without a client ID yet are left out (no one can call as them).
-    SAS_SUBMITTERS: empty(submitterPairs) ? '' : take(submitterPairs, length(submitterPairs) - 1)
+    SAS_SUBMITTERS: submitters
+    // E16: the front end verifies each caller's token itself (adapters/entra_tokens.py): a v2.0
+    // token of this tenant's issuer, for the front end's registration (its client ID: v2.0 tokens'
+    // aud), an application token with the Orders.Submit app role (infra/scripts/app_roles.py).
+    // Without frontEndClientId the audience is empty and the front end refuses every request.
+    SAS_AUTH_AUTHORITY: environment().authentication.loginEndpoint
+    SAS_AUTH_TENANT_ID: tenant().tenantId
+    SAS_AUTH_AUDIENCE: frontEndClientId
     // Scheduler, Supervisor and retry policy (services/settings.py).
     SAS_WORKFLOW_VERSION: workflowVersion
     SAS_STARTER_SCHEDULE: starterSchedule
@@ -314,14 +322,15 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   })
 }
 
-// E16: submitting apps authenticate with Entra ID. App Service Authentication (Easy Auth) checks
-// each caller's bearer token before any function runs: issued by this tenant, for this API
-// (api://<frontEndClientId>, or its client ID, which Easy Auth always accepts as an audience), to
-// one of the registered submitting apps (allowedApplications); anything else gets 401 (no token)
-// or 403 (another application). The app then maps the caller's client ID to its registered name
-// (SAS_SUBMITTERS) and stamps it on the order; the function key (AuthLevel.FUNCTION) stays as a
-// second check. Without frontEndClientId nothing is deployed here, WEBSITE_AUTH_ENABLED is unset
-// and the app refuses every HTTP submission (infra/README.md).
+// E16: App Service Authentication (Easy Auth) is an extra layer in front of the app, not what the
+// app relies on: the front end verifies every caller's token itself (SAS_AUTH_* above) and trusts
+// no header, so a plan where Easy Auth does not enforce (Flex Consumption's documentation said
+// "Unauthenticated callers currently aren't blocked") leaves the app exactly as strict. Where it
+// does enforce, it checks each bearer token before any function runs: issued by this tenant, for
+// this API (api://<frontEndClientId>, or its client ID), to one of the registered submitting apps
+// (allowedApplications); anything else gets 401 or 403. Without frontEndClientId nothing is
+// deployed here. The HTTP routes need no function key (AuthLevel.ANONYMOUS): the token is the
+// authorisation.
 //
 // Nothing is excluded (no excludedPaths):
 // - the Python Durable client (azure-functions-durable) calls the extension on its local RPC
@@ -331,13 +340,6 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
 //   this app hands out no Durable status URLs;
 // - the host's /admin endpoints are not blocked by Easy Auth (Azure/azure-functions-ux #499) and
 //   need the master key anyway.
-//
-// Flex Consumption: the plan's documentation during its preview (learn.microsoft.com,
-// azure-functions/flex-consumption-plan.md, "Considerations", 2024-05) said "EasyAuth isn't
-// currently supported. Unauthenticated callers currently aren't blocked when EasyAuth is enabled
-// in a Flex Consumption plan app." Check the current page, and after every provision prove it:
-// a call without a token must get 401, and one with a forged X-MS-CLIENT-PRINCIPAL header too
-// (infra/README.md, "Verify App Service Authentication").
 resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(frontEndClientId)) {
   parent: app
   name: 'authsettingsV2'
@@ -381,3 +383,7 @@ resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(front
 output id string = app.id
 output name string = app.name
 output defaultHostName string = app.properties.defaultHostName
+
+// What SAS_SUBMITTERS says, for the post-provision step that assigns each of these apps the
+// front end's Orders.Submit app role (infra/scripts/app_roles.py).
+output submitters string = submitters

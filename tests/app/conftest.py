@@ -26,12 +26,12 @@ from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
 from devhost.clock import VirtualClock
 from devhost.host import Host
-from domain.apps import principal_header
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
 from services.settings import Settings
+from testing.local_issuer import LocalIssuer, from_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # The local identities local.settings.embedded.json registers (SAS_SUBMITTERS), and one it does not.
@@ -161,8 +161,17 @@ def order_body(order_id: str, **changes: Any) -> str:
 
 
 class App:
-    def __init__(self, host: Host, loop: asyncio.AbstractEventLoop, agent: ScriptedAgent, data: Path) -> None:
+    def __init__(
+        self,
+        host: Host,
+        loop: asyncio.AbstractEventLoop,
+        agent: ScriptedAgent,
+        data: Path,
+        issuer: LocalIssuer | None = None,
+    ) -> None:
         self.host = host
+        # The Entra stand-in whose tokens the front end verifies (SAS_AUTH_AUTHORITY).
+        self.issuer = issuer
         self.loop = loop
         self.agent = agent
         self.bus = host.servicebus
@@ -185,6 +194,9 @@ class App:
         then stops the successor's host and closes its adapters."""
         self.host = successor.host
         self._built = successor._built
+        if successor.issuer is not self.issuer and self.issuer is not None:
+            self.issuer.stop()
+        self.issuer = successor.issuer
 
     def stop(self) -> None:
         """Stop the host and close every adapter the app and the test opened: a test process
@@ -193,13 +205,28 @@ class App:
         self.loop.run_until_complete(self.host.stop())
         for ports in self._built:
             ports.close()
+        if self.issuer is not None:
+            self.issuer.stop()
+
+    def token(self, app: str) -> str:
+        """An application token for ``app``, with the submit role, issued now by the host's clock
+        (the one the front end checks lifetimes against)."""
+        assert self.issuer is not None, "this app was started without a local issuer"
+        return self.issuer.mint(CLIENT_IDS[app], now=self.host.clock.now())
 
     def http(
-        self, method: str, path: str, body: str | None = None, *, app: str | None = "app-a"
+        self,
+        method: str,
+        path: str,
+        body: str | None = None,
+        *,
+        app: str | None = "app-a",
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, str, dict[str, str]]:
-        """Call the front end as ``app`` (App Service Authentication's principal header, as the
-        platform would pass it), or unauthenticated with ``app=None``."""
-        headers = {} if app is None else principal_header(CLIENT_IDS[app])
+        """Call the front end as ``app`` (an application token from the local issuer, as a
+        submitting app gets from Entra), or with no token with ``app=None``; ``headers`` go as given."""
+        if headers is None:
+            headers = {} if app is None else {"Authorization": f"Bearer {self.token(app)}"}
 
         async def call() -> tuple[int, str, dict[str, str]]:
             async with (
@@ -278,10 +305,16 @@ def start_app(
     clock: VirtualClock | None = None,
     settings: dict[str, str] | None = None,
     in_process: bool = False,
+    issuer: LocalIssuer | None = None,
 ) -> App:
     """The deployment package in a worker process, as on Azure; ``in_process`` imports the app
-    into the test's process instead, for a test that replaces one of the app's objects."""
+    into the test's process instead, for a test that replaces one of the app's objects. The front
+    end trusts a local issuer started here (or ``issuer``, to keep one across deployments)."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
+    if issuer is None:
+        # Its token endpoint grants the submit role to the registered apps, as their assignments do.
+        issuer = from_settings(values, port=0).start()
+    values |= issuer.settings()
     data = tmp_path / "data"
     values |= {
         "SAS_DATA_DIR": str(data),
@@ -292,6 +325,8 @@ def start_app(
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     clock = clock or VirtualClock(T0)
+    if issuer.clock is None:  # its token endpoint (ops token) issues by the host's time too
+        issuer.clock = clock
     # What a test runs in its own process (the ops CLI, the scripted agent) reads the host's time.
     use_host_clock(clock)
     host = Host(
@@ -300,7 +335,7 @@ def start_app(
     loop.run_until_complete(host.start())
     agent = ScriptedAgent(host.servicebus, clock)
     host.extra_sources.append(agent)
-    return App(host, loop, agent, data)
+    return App(host, loop, agent, data, issuer)
 
 
 @pytest.fixture

@@ -24,8 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # Every function: its trigger, and the trigger's settings as Azure's host reads them (queues and
 # schedules as %SETTING% placeholders the host resolves from app settings).
 EXPECTED: dict[str, tuple[str, dict[str, Any]]] = {
-    "post_order": ("httpTrigger", {"route": "orders", "methods": ["POST"], "authLevel": "FUNCTION"}),
-    "get_order": ("httpTrigger", {"route": "orders/{order_id}", "methods": ["GET"], "authLevel": "FUNCTION"}),
+    "post_order": ("httpTrigger", {"route": "orders", "methods": ["POST"], "authLevel": "ANONYMOUS"}),
+    "get_order": (
+        "httpTrigger",
+        {"route": "orders/{order_id}", "methods": ["GET"], "authLevel": "ANONYMOUS"},
+    ),
     "submit_order": (
         "serviceBusTrigger",
         {"queueName": "%SAS_ORDERS_QUEUE%", "connection": "ServiceBusConnection"},

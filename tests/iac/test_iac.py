@@ -29,6 +29,7 @@ CHECKED = [
     "infra",
     "function_app.py",
     "services/settings.py",
+    "domain/apps.py",
     "agent_worker/settings.py",
     "adapters/cosmos/state_store.py",
     "servicebus/Config.json",
@@ -936,3 +937,73 @@ def test_checkov_failed_check_not_skipped_fails_and_skips_need_reasons(root: Pat
     assert code == 1
     assert any(check_id in line and "fix it, or add" in line for line in out), out
     assert any("has no reason" in line for line in out), out
+
+
+# --- the front end's token validation (tools/iac/app_roles.py) --------------------------------
+
+APP_ROLES = "infra/scripts/app_roles.py"
+
+
+@needs_bicep
+def test_the_app_role_must_be_the_one_the_front_end_requires(root: Path, clean: Path) -> None:
+    edit(root / APP_ROLES, '"value": "Orders.Submit"', '"value": "Orders.Write"')
+    assert_fails(root, APP_ROLES, "'Orders.Write', the front end requires 'Orders.Submit'", clean=clean)
+
+
+@needs_bicep
+def test_the_app_role_must_be_defined(root: Path, clean: Path) -> None:
+    edit(root / APP_ROLES, "APP_ROLE: dict[str, Any] = {", "ROLE: dict[str, Any] = {")
+    assert_fails(root, APP_ROLES, "defines no literal APP_ROLE", clean=clean)
+
+
+@needs_bicep
+def test_the_app_role_is_for_applications_only(root: Path, clean: Path) -> None:
+    edit(
+        root / APP_ROLES,
+        '"allowedMemberTypes": ["Application"]',
+        '"allowedMemberTypes": ["User", "Application"]',
+    )
+    assert_fails(root, APP_ROLES, "only applications may hold it", clean=clean)
+
+
+@needs_bicep
+def test_the_hooks_must_run_the_app_role_step(root: Path, clean: Path) -> None:
+    edit(root / "infra/scripts/postprovision.sh", 'python3 "$(dirname "$0")/app_roles.py"\n', "")
+    assert_fails(root, "postprovision.sh", "does not run", clean=clean)
+
+
+@needs_bicep
+def test_every_submitter_is_assigned_the_role(root: Path, clean: Path) -> None:
+    """The assignments follow main.bicep's SAS_SUBMITTERS output: without it, or with another
+    value than the Function App's registry, some app is missing its assignment."""
+    main = root / "infra/main.bicep"
+    edit(
+        main,
+        "output SAS_SUBMITTERS string = functionApp.outputs.submitters",
+        "output SAS_SUBMITTERS string = ''",
+    )
+    assert_fails(root, "main.bicep", "output SAS_SUBMITTERS is", clean=clean)
+    edit(main, "output SAS_SUBMITTERS string = ''\n", "")
+    assert_fails(root, "main.bicep", "has no output SAS_SUBMITTERS", clean=clean)
+
+
+@needs_bicep
+def test_the_script_must_assign_the_role(root: Path, clean: Path) -> None:
+    edit(root / APP_ROLES, "appRoleAssignedTo", "appRoles", count=3)
+    assert_fails(root, APP_ROLES, "assigns no app role", clean=clean)
+
+
+@needs_bicep
+@pytest.mark.parametrize("setting", ["SAS_AUTH_TENANT_ID", "SAS_AUTH_AUDIENCE", "SAS_AUTH_AUTHORITY"])
+def test_the_validators_settings_are_required(root: Path, clean: Path, setting: str) -> None:
+    delete_line(root / "infra/modules/functionapp.bicep", rf"^\s+{setting}:")
+    assert_fails(root, "Function App", f"does not set {setting}", clean=clean)
+
+
+@needs_bicep
+def test_the_validator_trusts_this_tenant_and_this_api_only(root: Path, clean: Path) -> None:
+    path = root / "infra/modules/functionapp.bicep"
+    edit(path, "SAS_AUTH_TENANT_ID: tenant().tenantId", "SAS_AUTH_TENANT_ID: 'common'")
+    edit(path, "SAS_AUTH_AUDIENCE: frontEndClientId", "SAS_AUTH_AUDIENCE: 'api://${frontEndClientId}'")
+    assert_fails(root, "Function App", "sets SAS_AUTH_TENANT_ID to 'common'", clean=clean)
+    assert_fails(root, "Function App", "sets SAS_AUTH_AUDIENCE to 'api://${frontEndClientId}'", clean=clean)

@@ -44,15 +44,11 @@ OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
         frozenset({LOCAL}),
         "an ARM resource exists only in Azure; locally the bus or the connection string counts",
     ),
-    "WEBSITE_AUTH_ENABLED": (
-        frozenset({AZURE, LOCAL}),
-        "App Service sets it on a site with App Service Authentication on (PLATFORM_SETTINGS)",
-    ),
 }
 
-# Settings the platform sets and a deployment must never set: set by hand, WEBSITE_AUTH_ENABLED
-# would make the front end trust caller principal headers that no App Service Authentication
-# checked (or stripped), so any caller could claim to be any submitting app.
+# Settings the platform sets and a deployment must never set. The front end no longer reads
+# WEBSITE_AUTH_ENABLED (it verifies tokens itself, E16); set by hand it would still misreport
+# whether App Service Authentication is on, to anything else that reads it.
 PLATFORM_SETTINGS: tuple[str, ...] = ("WEBSITE_AUTH_ENABLED",)
 
 # How an identity-based connection names its parts: a connection ``X`` (a binding's
