@@ -103,7 +103,7 @@ local.settings.json:
 
 # The local issuer (testing/local_issuer.py) serves the front end's signing keys while devhost
 # runs; `python -m ops token --app app-a` gets a submitting app's token from it.
-run: $(STAMP) $(PROTO_PY) local.settings.json
+run: $(STAMP) $(PROTO_PY) local.settings.json devhost-envs
 	$(BIN)/python -m testing.local_issuer -- $(BIN)/python -m devhost start
 
 demo: $(STAMP) $(PROTO_PY) devhost-envs
