@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from opentelemetry import metrics
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -37,6 +38,11 @@ from tenacity import (
 from domain.errors import DependencyUnavailable
 
 log = logging.getLogger("sas.resilience")
+# Every try of every call to a dependency, by dependency and operation: what the dependency bills
+# (a Cosmos DB request and its RUs, a SQL transaction, a Service Bus operation), retries included.
+dependency_calls = metrics.get_meter("sas").create_counter(
+    "sas.dependency.calls", description="tries of calls to a dependency, by dependency and operation"
+)
 
 # HTTP statuses that say "not now" rather than "no": timeouts, throttling (Cosmos's 429 and
 # 449 retry-with), and the gateway family. Cosmos's 410 Gone is left to its SDK.
@@ -196,7 +202,13 @@ class _Guarded:
             raise AttributeError(name)
         if self._target is not None and not callable(member := getattr(self._target, name)):
             return member  # a plain attribute (e.g. a pool's counters): nothing to retry
-        return lambda *args, **kwargs: self._run(lambda: getattr(self._resolved(), name)(*args, **kwargs))
+        attributes = {"dependency": self._dependency, "operation": name}
+
+        def attempt(*args: Any, **kwargs: Any) -> Any:
+            dependency_calls.add(1, attributes)
+            return getattr(self._resolved(), name)(*args, **kwargs)
+
+        return lambda *args, **kwargs: self._run(lambda: attempt(*args, **kwargs))
 
     def close(self) -> None:
         """Close the adapter if it was ever built (its connections, files); never builds one."""

@@ -24,7 +24,8 @@ One run, three parts, each of which can be skipped (and run alone: ``bench.ops_p
    agents) and the client's own timestamps. The stages are contiguous, so they add up to the
    latency; the table names the span boundaries of each.
 2. **Cost per order**: store operations, messages, Durable episodes, activities and history
-   events per order (``bench.ops_per_order``: in-process devhost, virtual clock).
+   events per order, happy, compensated and recovered (``bench.ops_per_order``: through the front
+   end, the app in a worker process, devhost's real clock).
 3. **devhost / durabletask.testing** orchestrations/s (``bench.devhost_throughput``).
 
 Goals (issue 16), on the 2-core machine: idle p50 <= 250 ms; burst of 300 at >= 11 orders/s
@@ -509,8 +510,8 @@ def main() -> int:
     if not args.skip_latency:
         latency(args)
     if not args.skip_ops:
-        progress(f"cost per order: {args.ops_orders} orders on an in-process devhost, virtual clock")
-        ops_per_order.print_table(ops_per_order.measure(args.ops_orders), args.ops_orders)
+        progress(f"cost per order: {args.ops_orders} orders per scenario through the front end")
+        print(ops_per_order.render_table(ops_per_order.measure(args.ops_orders)))
     if not args.skip_ratio:
         progress(f"devhost / durabletask.testing: {args.orchestrations} three-activity chains each")
         devhost_throughput.print_comparison(

@@ -132,6 +132,9 @@ class Host:
         # and the log.
         self.invocations: Counter[str] = Counter()
         self.invocations_by_function: Counter[str] = Counter()
+        # What the Service Bus extension does on the triggers' behalf, as Service Bus bills it:
+        # receive calls, and each complete, abandon and lock renewal.
+        self.servicebus_operations: Counter[str] = Counter()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -388,6 +391,7 @@ class Host:
         queue = str(spec.trigger["queueName"])
         loop = asyncio.get_running_loop()
         messages = await loop.run_in_executor(self._pool, lambda: self.servicebus.receive(queue, limit))
+        self.servicebus_operations["receive"] += 1
         await asyncio.gather(*(self._handle_message(spec, m) for m in messages))
         return len(messages)
 
@@ -413,6 +417,7 @@ class Host:
             # A renewer that failed must not keep the message from being settled.
             await asyncio.gather(renewer, return_exceptions=True)
         try:
+            self.servicebus_operations[settle.__name__] += 1
             await asyncio.get_running_loop().run_in_executor(self._pool, settle, message)
         except MessageAlreadySettled:
             # The function settled the message itself (dead-lettered it through its lock token):
@@ -434,6 +439,7 @@ class Host:
         while True:
             await asyncio.sleep(max((locked_until - self.clock.now()).total_seconds() / 2, 0.01))
             try:
+                self.servicebus_operations["renew_lock"] += 1
                 locked_until = await asyncio.get_running_loop().run_in_executor(
                     self._pool, self.servicebus.renew_lock, message
                 )
@@ -651,6 +657,7 @@ class Host:
                         messages = await loop.run_in_executor(
                             self._pool, self.servicebus.receive, queue, free
                         )
+                        self.servicebus_operations["receive"] += 1
                     except Exception:  # keep serving; the cause is in the log
                         log.exception("devhost could not receive from %s for %s", queue, spec.name)
                     else:
