@@ -21,7 +21,14 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from testing.amqp_broker import codec, limits, management
 from testing.amqp_broker.clock import Clock
 from testing.amqp_broker.config import QueueSettings, load_queues
-from testing.amqp_broker.store import DEAD_LETTER_SUFFIX, BrokerError, Store, check_size, not_found
+from testing.amqp_broker.store import (
+    DEAD_LETTER_SUFFIX,
+    BrokerError,
+    Store,
+    check_properties,
+    check_size,
+    not_found,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +223,10 @@ class _BrokerHandler(Handler):
         try:
             if role.kind == "producer":
                 check_size(payload)
-                for message in codec.unpack_batch(payload):
+                messages = codec.unpack_batch(payload)
+                for message in messages:  # a batch is accepted whole or refused whole
+                    check_properties(message)
+                for message in messages:
                     self.store.send(role.address, message, self.clock.now())
             else:
                 self._request(delivery, role, payload)
