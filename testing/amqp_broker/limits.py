@@ -69,3 +69,21 @@ DEFAULT_MESSAGE_TTL_MIN = timedelta(seconds=1)
 MAX_PROPERTY_SIZE = 32 * 1024
 MAX_HEADER_SIZE = 64 * 1024
 PROPERTY_TOO_LARGE = "amqp:internal-error"
+
+# A session receiver on an entity that does not require sessions: the service refuses the attach
+# (it answers the attach, then detaches the link with the error), and the SDK raises the
+# detach's error from the receiver's open (azure-servicebus's pyamqp transport reads the session
+# filter back from the answering attach, so the broker echoes the client's source, then detaches).
+# The description is the service's wording as a public JavaScript test written against Azure
+# quotes it ("cannot accept session if requiresSession is false"; found with the code search, no
+# Microsoft document states it): "A sessionful message receiver cannot be created on an entity
+# that does not require sessions. Ensure RequiresSession is set to true when creating a Queue or
+# Subscription to enable sessionful behavior." The condition is not in any reference found; the
+# broker uses amqp:not-allowed, the condition of the opposite mismatch, which .NET maps to
+# InvalidOperationException. azure-servicebus raises it as ServiceBusError, not a specific class.
+SESSION_NOT_REQUIRED = "amqp:not-allowed"
+SESSION_NOT_REQUIRED_DESCRIPTION = (
+    "A sessionful message receiver cannot be created on an entity that does not require sessions. "
+    "Ensure RequiresSession is set to true when creating a Queue or Subscription to enable sessionful "
+    "behavior."
+)

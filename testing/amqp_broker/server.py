@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from proton import Condition, Connection, Delivery, Disposition, Event, Handler, Link, Message
+from proton import Condition, Connection, Delivery, Disposition, Event, Handler, Link, Message, symbol
 from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
@@ -36,6 +36,7 @@ CREDIT = 100  # given to every link the clients send on; topped up as it is used
 TICK = 0.05  # how often locks, TTLs and scheduled messages are checked: the timers' precision
 _MANAGEMENT = "/$management"
 _CBS = "$cbs"
+_SESSION_FILTER = "com.microsoft:session-filter"
 
 
 def entity_of(address: str | None) -> str:
@@ -190,6 +191,10 @@ class _BrokerHandler(Handler):
             return _Role("producer", node)
         if not self.store.has(node):
             raise not_found(address or "")
+        if _asks_for_a_session(link):
+            # No queue here requires sessions (config refuses them), so a session receiver is
+            # always refused, as Service Bus refuses one on an entity without sessions.
+            raise BrokerError(limits.SESSION_NOT_REQUIRED, limits.SESSION_NOT_REQUIRED_DESCRIPTION)
         return _Role("consumer", node, link.remote_snd_settle_mode == Link.SND_SETTLED)
 
     # --- transfers -------------------------------------------------------------------------
@@ -331,6 +336,16 @@ def _session(event: Event) -> ProtonSession:
 def _link(event: Event) -> Link:
     assert event.link is not None
     return event.link
+
+
+def _asks_for_a_session(link: Link) -> bool:
+    """A session receiver names the session (or none: the next available) in its source's filter."""
+    filters = link.remote_source.filter
+    filters.rewind()
+    if not filters.next():
+        return False
+    value = filters.get_object()
+    return isinstance(value, dict) and symbol(_SESSION_FILTER) in value
 
 
 def _reject(delivery: Delivery, error: BrokerError) -> None:
