@@ -18,7 +18,7 @@ from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from testing.amqp_broker import codec, limits, management
+from testing.amqp_broker import codec, frames, limits, management
 from testing.amqp_broker.clock import Clock
 from testing.amqp_broker.config import QueueSettings, load_queues
 from testing.amqp_broker.store import (
@@ -100,6 +100,11 @@ class _BrokerHandler(Handler):
         # The SDK offers ANONYMOUS for the emulator and then proves itself with a CBS token.
         if event.transport is not None:
             event.transport.sasl().allowed_mechs("ANONYMOUS")
+            # Proton's IO handler reads and writes the accepted socket through the selectable's
+            # delegate; the shim there gives proton's strict AMQP engine Service Bus's leniencies.
+            selectable = getattr(event.transport, "_selectable", None)
+            if selectable is not None and not isinstance(selectable._delegate, frames.LenientSocket):
+                selectable._delegate = frames.LenientSocket(selectable._delegate)
 
     def on_connection_remote_open(self, event: Event) -> None:
         connection = _connection(event)
