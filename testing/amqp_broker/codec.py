@@ -192,7 +192,7 @@ def for_delivery(
     header[0] = bool(header[0]) if header[0] is not None else None
     header[1] = ubyte(int(header[1])) if header[1] is not None else None
     fits = time_to_live_ms is not None and 0 < time_to_live_ms <= _MAX_UINT
-    header[2] = uint(time_to_live_ms) if fits else None
+    header[2] = uint(time_to_live_ms) if time_to_live_ms is not None and fits else None
     header[3] = delivery_count == 0
     header[4] = uint(delivery_count)
     for key, value in annotations.items():

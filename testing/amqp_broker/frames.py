@@ -182,10 +182,11 @@ class LenientSocket:
         if code == _BEGIN and fields and fields[0] is not None:
             self._local_to_client[frame.channel] = int(fields[0])
         elif code == _CLOSE and fields and isinstance(fields[0], Described):
-            error = list(fields[0].value or [])
+            error: list[Any] = list(fields[0].value) if isinstance(fields[0].value, list) else []
             if len(error) < 3 or error[2] is None:
                 condition_and_description = [*error, None, None][:2]
-                fields[0] = Described(fields[0].descriptor, [*condition_and_description, _INFO])
+                info: Any = _INFO
+                fields[0] = Described(fields[0].descriptor, [*condition_and_description, info])
                 return frame.with_performative(code, fields)
         elif code == _DISPOSITION and len(fields) > 1 and fields[0]:  # role receiver: client transfers
             channel = self._channels.get(self._local_to_client.get(frame.channel, -1))
