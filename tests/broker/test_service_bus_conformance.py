@@ -10,6 +10,7 @@ import asyncio
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +28,8 @@ from azure.servicebus.aio import AutoLockRenewer as AsyncAutoLockRenewer
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
-from proton import Data, Described, symbol, uint, ulong
+from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, uint, ulong
+from proton.utils import BlockingConnection
 
 from testing.amqp_broker import Broker
 from testing.amqp_broker.frames import LenientSocket
@@ -200,6 +202,50 @@ def test_async_auto_lock_renewer_keeps_ten_locks_on_one_receiver(
 
     asyncio.run(run())
     assert failures == []
+    assert broker.queue_depth("q") == 0
+
+
+def _uuid_array(tokens: list[uuid.UUID]) -> Array:
+    # Proton's annotations say a descriptor is AMQP data; UNDESCRIBED is its documented marker.
+    return Array(UNDESCRIBED, Data.UUID, *tokens)  # type: ignore[arg-type]
+
+
+def test_one_renew_lock_request_renews_every_token_it_carries(servicebus_broker_with: BrokerFactory) -> None:
+    """The AMQP management operation "Message renew lock"
+    (https://learn.microsoft.com/azure/service-bus-messaging/service-bus-amqp-request-response):
+    the request's ``lock-tokens`` is an array of uuids, the response's ``expirations`` an array of
+    timestamps, one per token. Sent here as a bare AMQP request: the SDK's public API sends one."""
+    broker = servicebus_broker_with({"q": PLAIN})  # PT1M locks
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("q") as sender:
+            sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(10)])
+        with client.get_queue_receiver("q") as receiver:
+            messages = receive_until(receiver, 10)
+            tokens = [uuid.UUID(str(m.lock_token)) for m in messages]
+            broker.advance(45)
+            connection = BlockingConnection(broker.url, timeout=10)
+            try:
+                replies = connection.create_receiver("q/$management", credit=1)
+                requests = connection.create_sender("q/$management")
+                requests.send(
+                    Message(
+                        id="renew-10",
+                        reply_to="renew-replies",
+                        properties={"operation": "com.microsoft:renew-lock"},
+                        body={"lock-tokens": _uuid_array(tokens)},
+                    )
+                )
+                reply = replies.receive(timeout=10)
+            finally:
+                connection.close()
+            broker.advance(30)  # 75 s after the receive: past the first lock, within the renewed one
+            for message in messages:
+                receiver.complete_message(message)
+    assert reply.correlation_id == "renew-10"
+    assert reply.properties is not None and reply.properties["statusCode"] == 200
+    assert isinstance(reply.body, dict)
+    expirations = reply.body["expirations"]
+    assert isinstance(expirations, Array) and len(expirations.elements) == 10
     assert broker.queue_depth("q") == 0
 
 
