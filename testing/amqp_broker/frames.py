@@ -67,9 +67,11 @@ class LenientSocket:
     # --- client to broker ------------------------------------------------------------------
 
     def recv(self, capacity: int) -> bytes:
-        # Renumbering can lengthen a transfer's head by 4 bytes (a delivery-id written in one byte
-        # becomes a uint); reading half the capacity keeps what is handed on within it.
-        size = max(capacity // 2, 1)
+        # What is handed on must fit proton's capacity: the held start of a frame comes first, and
+        # renumbering can lengthen a transfer's head by 4 bytes (a delivery-id written in one byte
+        # becomes a uint), so at most half of what is left is read. (Proton's input buffer is
+        # kilobytes and a frame's head tens of bytes, so this never starves.)
+        size = max((capacity - len(self._held)) // 2, 1)
         chunk = self._sock.recv(size)
         while True:
             if not chunk:  # EOF: whatever was held goes on as it is
