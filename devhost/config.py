@@ -53,6 +53,53 @@ def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
     return queues
 
 
+# What the Functions host answers a host.json it cannot use with, as LoadHostConfig and its
+# version check in src/WebJobs.Script/Config/HostJsonFileConfigurationSource.cs of
+# https://github.com/Azure/azure-functions-host word it.
+_UNPARSABLE = "Unable to parse host configuration file '{path}'."
+_NO_VERSION = (
+    "The host.json file is missing the required 'version' property. See "
+    "https://aka.ms/functions-hostjson for steps to migrate the configuration file."
+)
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
+
+
+def load_host_json(app_dir: Path) -> dict[str, Any]:
+    """The app's ``host.json``, refused as the Functions host refuses it at start-up.
+
+    The host parses it with Newtonsoft's ``JObject.Parse``: one JSON object, comments allowed, no
+    text after it (Microsoft's own ``function_chaining`` sample ships two objects back to back,
+    which the host refuses). No file means the host's default, ``{"version": "2.0"}``.
+    """
+    path = app_dir / "host.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {"version": "2.0"}
+    except OSError as error:
+        raise SettingsError(f"{_UNPARSABLE.format(path=path)} {error}") from None
+    # Comments go, strings stay: the pattern matches a whole string before any "//" inside it.
+    without_comments = _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else " ", text)
+    try:
+        document = json.loads(without_comments)
+    except json.JSONDecodeError as error:
+        raise SettingsError(f"{_UNPARSABLE.format(path=path)} {error}") from None
+    if not isinstance(document, dict):
+        raise SettingsError(f"{_UNPARSABLE.format(path=path)} The top level is not a JSON object.")
+    if "version" not in document:
+        raise SettingsError(_NO_VERSION)
+    return document
+
+
+def route_prefix(host_json: Mapping[str, Any]) -> str:
+    """``extensions.http.routePrefix``, ``api`` when it is not set."""
+    extensions = host_json.get("extensions") or {}
+    http = extensions.get("http") if isinstance(extensions, dict) else None
+    if not isinstance(http, dict):
+        http = {}
+    return str(http.get("routePrefix", "api")).strip("/")
+
+
 @dataclass(frozen=True)
 class DevhostConfig:
     app_dir: Path

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import fcntl
 import functools
-import json
 import logging
 import os
 from collections import Counter
@@ -33,7 +32,7 @@ from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost import app_package, bindings, durable_api
 from devhost.clock import Clock, SystemClock, VirtualClock
-from devhost.config import DevhostConfig, queues_from_emulator_config
+from devhost.config import DevhostConfig, load_host_json, queues_from_emulator_config, route_prefix
 from devhost.durable_engine import (
     ActivityOutcome,
     DurableEngine,
@@ -115,6 +114,9 @@ class Host:
         self.env = os.environ if env is None else env
         load_local_settings(self.app_dir, self.env)
         self.config = DevhostConfig.from_env(self.app_dir, self.env, data_dir=data_dir, port=port)
+        # Read first, as the Functions host reads it before it starts a worker: a bad one is a
+        # start-up error, not a traceback after the workers are up.
+        self.host_json = load_host_json(self.app_dir)
         self.clock: Clock = clock or SystemClock()
         self.idle_wait = idle_wait
         self.functions: list[FunctionSpec] = []
@@ -283,11 +285,7 @@ class Host:
         self.bound_port = sockets[0].getsockname()[1] if sockets else self.config.port
 
     def _route_prefix(self) -> str:
-        host_json = self.app_dir / "host.json"
-        if host_json.exists():
-            http = json.loads(host_json.read_text()).get("extensions", {}).get("http", {})
-            return str(http.get("routePrefix", "api")).strip("/")
-        return "api"
+        return route_prefix(self.host_json)
 
     @property
     def base_url(self) -> str:

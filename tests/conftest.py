@@ -87,6 +87,10 @@ TIER_PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
     "tests/broker/test_process.py": ("processes", ()),  # python -m testing.amqp_broker
     "tests/broker/test_limits.py": ("processes", ("test_the_command_refuses_such_a_config_at_start_up",)),
     "tests/devhost/test_kill.py": ("processes", ()),  # devhost start, killed and restarted
+    "tests/devhost/test_host_json.py": (
+        "processes",
+        ("test_a_host_json_the_host_refuses_is_a_start_up_error",),  # python -m devhost start
+    ),
     "tests/devhost/test_servicebus.py": (
         "processes",
         ("test_processes_draining_one_queue_receive_every_message_exactly_once",),  # multiprocessing

@@ -16,6 +16,12 @@ Supported, as Service Bus behaves:
 - the Standard tier's 256 KB message size: advertised as ``max-message-size`` on the sender's
   link (the SDK sizes batches by it) and enforced on every transfer and scheduled message, which
   is rejected with ``amqp:link:message-size-exceeded`` (the SDK's ``MessageSizeExceededError``);
+- the property quotas of every tier: an application property over 32 KB is rejected with the
+  service's unmapped error (``amqp:internal-error``, "The service was unable to process the
+  request": a plain ``ServiceBusError`` the SDK retries), a header over 64 KB (system and
+  application properties together) with ``amqp:link:message-size-exceeded``; a batch is
+  accepted or refused whole;
+- any AMQP body, stored and delivered as sent (value and sequence bodies are never decoded);
 - receive in peek-lock (credit-based; competing receivers get distinct messages) and
   receive-and-delete; the lock token is the delivery tag; ``x-opt-locked-until``,
   ``x-opt-sequence-number``, ``x-opt-enqueued-time`` annotations and the header's delivery count
@@ -27,7 +33,15 @@ Supported, as Service Bus behaves:
 - lock expiry (the message returns with its delivery count +1), MaxDeliveryCount
   (``MaxDeliveryCountExceeded`` in the dead-letter queue), settling a lost lock
   (``com.microsoft:message-lock-lost``);
-- over ``<entity>/$management``: ``renew-lock``, ``peek-message`` (does not lock),
+- the header's ``ttl`` as the service reports it (the TTL applied: the message's own capped by
+  DefaultMessageTimeToLive, or that default), so the SDK's ``time_to_live`` and
+  ``expires_at_utc`` are Azure's; ``x-opt-message-state`` (a peeked scheduled message is
+  Scheduled);
+- delivery ids out of order or repeated, as Service Bus's AMQP stack takes them and as the SDK
+  sends them from threads sharing a receiver (``AutoLockRenewer``): ``frames`` renumbers them for
+  proton and answers with the client's ids; every close error carries ``info``, which the SDK reads;
+- a session receiver refused at attach (no queue has sessions), the error reaching the caller;
+- over ``<entity>/$management``: ``renew-lock`` (any number of tokens), ``peek-message`` (does not lock),
   ``update-disposition`` (the SDK's fallback when the receive link is gone), ``schedule-message``
   and ``cancel-scheduled-message``; ``x-opt-scheduled-enqueue-time`` on a sent message;
 - duplicate detection by MessageId within the queue's window (the duplicate is accepted and

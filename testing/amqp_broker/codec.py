@@ -19,8 +19,11 @@ APPLICATION_PROPERTIES = 0x74
 DATA = 0x75
 FOOTER = 0x78
 _BODY = (DATA, 0x76, 0x77)
+_UNREAD = (0x76, 0x77)  # amqp-sequence and amqp-value bodies: stored, never decoded
 
 SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
+MESSAGE_STATE = "x-opt-message-state"
+_MAX_UINT = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,13 @@ class Facts:
 
 
 def split_sections(payload: bytes) -> list[Section]:
+    """The message's sections, each with its encoding; the body's values are left undecoded
+    (``None``) except a data section's bytes, which a batch is made of.
+
+    Service Bus stores any AMQP body as it came, and proton's Python decoder cannot build some
+    valid ones (a map with a binary key: a memoryview is not hashable), so the broker never
+    decodes a value or sequence body it has no need to read.
+    """
     data = Data()
     sections = []
     offset = 0
@@ -47,18 +57,26 @@ def split_sections(payload: bytes) -> list[Section]:
         data.clear()
         try:
             consumed = data.decode(payload[offset:])
+            data.rewind()
+            data.next()
+            # Clients address sections by their numeric descriptors (the SDK always does).
+            if data.type() != Data.DESCRIBED:
+                raise ValueError("not an AMQP message: expected a described section")
+            data.enter()
+            data.next()
+            descriptor = data.get_object()
+            if not isinstance(descriptor, int):
+                raise ValueError("not an AMQP message: expected a section with a numeric descriptor")
+            code = int(descriptor)
+            if not HEADER <= code <= FOOTER:
+                raise ValueError(f"not an AMQP message section: descriptor 0x{code:x}")
+            value = None
+            if code not in _UNREAD:
+                data.next()
+                value = _owned(data.get_object())
         except DataException as error:
             raise ValueError(f"not an AMQP message: {error}") from None
-        data.rewind()
-        data.next()
-        value = data.get_object()
-        # Clients address sections by their numeric descriptors (the SDK always does).
-        if not (isinstance(value, Described) and isinstance(value.descriptor, int)):
-            raise ValueError("not an AMQP message: expected a section with a numeric descriptor")
-        code = int(value.descriptor)
-        if not HEADER <= code <= FOOTER:
-            raise ValueError(f"not an AMQP message section: descriptor 0x{code:x}")
-        sections.append(Section(code, payload[offset : offset + consumed], _owned(value.value)))
+        sections.append(Section(code, payload[offset : offset + consumed], value))
         offset += consumed
     return sections
 
@@ -123,14 +141,43 @@ def facts(payload: bytes) -> Facts:
     return Facts(message_id=message_id, time_to_live=ttl, scheduled_enqueue_ms=scheduled)
 
 
+def header_size(payload: bytes) -> int:
+    """The bytes of every section but the body: what Service Bus counts as the message's header
+    (system and user properties alike)."""
+    return sum(len(s.raw) for s in split_sections(payload) if s.code not in _BODY)
+
+
+def largest_application_property(payload: bytes) -> tuple[str, int] | None:
+    """The application property whose encoded value is largest, with that size in bytes."""
+    largest: tuple[str, int] | None = None
+    for section in split_sections(payload):
+        if section.code != APPLICATION_PROPERTIES or not section.value:
+            continue
+        for key, value in section.value.items():
+            data = Data()
+            data.put_object(value)
+            size = len(data.encode())
+            if largest is None or size > largest[1]:
+                largest = (str(key), size)
+    return largest
+
+
 def _encode(code: int, value: Any) -> bytes:
     data = Data()
     data.put_object(Described(ulong(code), value))
     return data.encode()
 
 
-def for_delivery(payload: bytes, *, delivery_count: int, annotations: dict[str, Any]) -> bytes:
-    """The message as a receiver sees it: the broker's header counts and annotations merged in."""
+def for_delivery(
+    payload: bytes, *, delivery_count: int, annotations: dict[str, Any], time_to_live_ms: int | None
+) -> bytes:
+    """The message as a receiver sees it: the broker's header counts and annotations merged in.
+
+    ``time_to_live_ms`` is the TTL the broker applies (the message's own, capped by the entity's
+    default, or the default when the message had none): Service Bus hands that back in the header,
+    and the SDK computes ``expires_at_utc`` as the enqueued time plus it. ``None`` (no TTL
+    anywhere, or one the header's uint milliseconds cannot hold) leaves the header's field out.
+    """
     sections = split_sections(payload)
     header: list[Any] = [None, None, None, None, None]
     merged: dict[Any, Any] = {}
@@ -144,7 +191,8 @@ def for_delivery(payload: bytes, *, delivery_count: int, annotations: dict[str, 
             rest.append(section.raw)
     header[0] = bool(header[0]) if header[0] is not None else None
     header[1] = ubyte(int(header[1])) if header[1] is not None else None
-    header[2] = uint(int(header[2])) if header[2] is not None else None
+    fits = time_to_live_ms is not None and 0 < time_to_live_ms <= _MAX_UINT
+    header[2] = uint(time_to_live_ms) if time_to_live_ms is not None and fits else None
     header[3] = delivery_count == 0
     header[4] = uint(delivery_count)
     for key, value in annotations.items():

@@ -46,3 +46,44 @@ DUPLICATE_DETECTION_WINDOW = (timedelta(seconds=20), timedelta(days=7))
 # the ceiling for a message's own TTL, and expiry counts from the enqueued time:
 # https://learn.microsoft.com/azure/service-bus-messaging/message-expiration
 DEFAULT_MESSAGE_TTL_MIN = timedelta(seconds=1)
+
+# Message properties, every tier (the quotas page's "Message property size for a queue, topic, or
+# subscription entity": https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas):
+# each property at most 32 KB; all properties together at most 64 KB, counted over "the entire
+# header of the brokered message", system properties (message ID, sequence number, ...) included;
+# "The exception SerializationException is generated."
+#
+# Over AMQP the service answers each limit differently, and the broker follows what was observed:
+# - the header over 64 KB: the transfer is rejected with amqp:link:message-size-exceeded, "A
+#   serialization error occurred while processing the message header stream ... The size quota
+#   for this stream (65536) has been exceeded." (the error reported in
+#   https://github.com/rebus-org/Rebus.AzureServiceBus/issues/35), which azure-servicebus raises
+#   as MessageSizeExceededError;
+# - one property over 32 KB (but the header under 64 KB): the service rejects the transfer with an
+#   error no client maps to a specific exception, described "The service was unable to process
+#   the request; please retry the operation." (https://github.com/Azure/azure-sdk-for-net/issues/15325,
+#   which found an AMQP rejection "with code 37"). The condition's name is not in any reference
+#   found; the broker sends amqp:internal-error, which azure-servicebus, like the service's own
+#   condition, maps to nothing specific: a retryable ServiceBusError, raised once its retries are
+#   spent.
+MAX_PROPERTY_SIZE = 32 * 1024
+MAX_HEADER_SIZE = 64 * 1024
+PROPERTY_TOO_LARGE = "amqp:internal-error"
+
+# A session receiver on an entity that does not require sessions: the service refuses the attach
+# (it answers the attach, then detaches the link with the error), and the SDK raises the
+# detach's error from the receiver's open (azure-servicebus's pyamqp transport reads the session
+# filter back from the answering attach, so the broker echoes the client's source, then detaches).
+# The description is the service's wording as a public JavaScript test written against Azure
+# quotes it ("cannot accept session if requiresSession is false"; found with the code search, no
+# Microsoft document states it): "A sessionful message receiver cannot be created on an entity
+# that does not require sessions. Ensure RequiresSession is set to true when creating a Queue or
+# Subscription to enable sessionful behavior." The condition is not in any reference found; the
+# broker uses amqp:not-allowed, the condition of the opposite mismatch, which .NET maps to
+# InvalidOperationException. azure-servicebus raises it as ServiceBusError, not a specific class.
+SESSION_NOT_REQUIRED = "amqp:not-allowed"
+SESSION_NOT_REQUIRED_DESCRIPTION = (
+    "A sessionful message receiver cannot be created on an entity that does not require sessions. "
+    "Ensure RequiresSession is set to true when creating a Queue or Subscription to enable sessionful "
+    "behavior."
+)

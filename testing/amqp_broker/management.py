@@ -12,7 +12,7 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, Message, symbol
 
 from testing.amqp_broker import codec
-from testing.amqp_broker.store import BrokerError, Store, check_size
+from testing.amqp_broker.store import BrokerError, Store, check_properties, check_size
 
 _DISPOSITION_COMPLETED = "completed"
 _DISPOSITION_ABANDONED = "abandoned"
@@ -105,6 +105,7 @@ def _schedule(store: Store, entity: str, body: dict[str, Any], now: float) -> _R
     messages = [bytes(item["message"]) for item in body.get("messages", [])]
     for message in messages:  # all or none: a message over the limit schedules nothing
         check_size(message)
+        check_properties(message)
     numbers = []
     for message in messages:
         number = store.send(entity, message, now)

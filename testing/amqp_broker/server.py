@@ -13,15 +13,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from proton import Condition, Connection, Delivery, Disposition, Event, Handler, Link, Message
+from proton import Condition, Connection, Delivery, Disposition, Event, Handler, Link, Message, symbol
 from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from testing.amqp_broker import codec, limits, management
+from testing.amqp_broker import codec, frames, limits, management
 from testing.amqp_broker.clock import Clock
 from testing.amqp_broker.config import QueueSettings, load_queues
-from testing.amqp_broker.store import DEAD_LETTER_SUFFIX, BrokerError, Store, check_size, not_found
+from testing.amqp_broker.store import (
+    DEAD_LETTER_SUFFIX,
+    BrokerError,
+    Store,
+    check_properties,
+    check_size,
+    not_found,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +36,7 @@ CREDIT = 100  # given to every link the clients send on; topped up as it is used
 TICK = 0.05  # how often locks, TTLs and scheduled messages are checked: the timers' precision
 _MANAGEMENT = "/$management"
 _CBS = "$cbs"
+_SESSION_FILTER = "com.microsoft:session-filter"
 
 
 def entity_of(address: str | None) -> str:
@@ -92,6 +100,11 @@ class _BrokerHandler(Handler):
         # The SDK offers ANONYMOUS for the emulator and then proves itself with a CBS token.
         if event.transport is not None:
             event.transport.sasl().allowed_mechs("ANONYMOUS")
+            # Proton's IO handler reads and writes the accepted socket through the selectable's
+            # delegate; the shim there gives proton's strict AMQP engine Service Bus's leniencies.
+            selectable = getattr(event.transport, "_selectable", None)
+            if selectable is not None and not isinstance(selectable._delegate, frames.LenientSocket):
+                selectable._delegate = frames.LenientSocket(selectable._delegate)
 
     def on_connection_remote_open(self, event: Event) -> None:
         connection = _connection(event)
@@ -183,6 +196,10 @@ class _BrokerHandler(Handler):
             return _Role("producer", node)
         if not self.store.has(node):
             raise not_found(address or "")
+        if _asks_for_a_session(link):
+            # No queue here requires sessions (config refuses them), so a session receiver is
+            # always refused, as Service Bus refuses one on an entity without sessions.
+            raise BrokerError(limits.SESSION_NOT_REQUIRED, limits.SESSION_NOT_REQUIRED_DESCRIPTION)
         return _Role("consumer", node, link.remote_snd_settle_mode == Link.SND_SETTLED)
 
     # --- transfers -------------------------------------------------------------------------
@@ -216,7 +233,10 @@ class _BrokerHandler(Handler):
         try:
             if role.kind == "producer":
                 check_size(payload)
-                for message in codec.unpack_batch(payload):
+                messages = codec.unpack_batch(payload)
+                for message in messages:  # a batch is accepted whole or refused whole
+                    check_properties(message)
+                for message in messages:
                     self.store.send(role.address, message, self.clock.now())
             else:
                 self._request(delivery, role, payload)
@@ -321,6 +341,16 @@ def _session(event: Event) -> ProtonSession:
 def _link(event: Event) -> Link:
     assert event.link is not None
     return event.link
+
+
+def _asks_for_a_session(link: Link) -> bool:
+    """A session receiver names the session (or none: the next available) in its source's filter."""
+    filters = link.remote_source.filter
+    filters.rewind()
+    if not filters.next():
+        return False
+    value = filters.get_object()
+    return isinstance(value, dict) and symbol(_SESSION_FILTER) in value
 
 
 def _reject(delivery: Delivery, error: BrokerError) -> None:

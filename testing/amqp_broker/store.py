@@ -52,6 +52,27 @@ def check_size(payload: bytes) -> None:
         )
 
 
+def check_properties(message: bytes) -> None:
+    """Refuse one message whose properties are over Service Bus's quotas (``limits`` has the
+    sources), with the error the service answers each with."""
+    header = codec.header_size(message)
+    if header > limits.MAX_HEADER_SIZE:
+        raise BrokerError(
+            limits.MESSAGE_SIZE_EXCEEDED,
+            "A serialization error occurred while processing the message header stream. The "
+            f"serialization process return the following message: The size quota for this stream "
+            f"({limits.MAX_HEADER_SIZE}) has been exceeded. (header: {header} bytes)",
+        )
+    largest = codec.largest_application_property(message)
+    if largest is not None and largest[1] > limits.MAX_PROPERTY_SIZE:
+        name, size = largest
+        raise BrokerError(
+            limits.PROPERTY_TOO_LARGE,
+            "The service was unable to process the request; please retry the operation. "
+            f"(application property {name!r}: {size} bytes; the most is {limits.MAX_PROPERTY_SIZE})",
+        )
+
+
 @dataclass
 class _Message:
     sequence_number: int
@@ -99,7 +120,15 @@ class _Entity:
             annotations["x-opt-locked-until"] = codec.ms(message.locked_until)
         if message.dead_letter_source is not None:
             annotations["x-opt-deadletter-source"] = message.dead_letter_source
-        return codec.for_delivery(message.payload, delivery_count=delivery_count, annotations=annotations)
+        # Service Bus reports the state it keeps (0 active, 1 deferred, 2 scheduled); the SDK reads
+        # it as ServiceBusReceivedMessage.state. Only a peek can see a scheduled message.
+        annotations[codec.MESSAGE_STATE] = 2 if message.scheduled else 0
+        ttl = None
+        if message.expires_at is not None:
+            ttl = round((message.expires_at - message.enqueued_at) * 1000)
+        return codec.for_delivery(
+            message.payload, delivery_count=delivery_count, annotations=annotations, time_to_live_ms=ttl
+        )
 
 
 class Store:
@@ -133,6 +162,7 @@ class Store:
             entity = self._entity(name)
             if entity.dead_letter is None:
                 raise BrokerError("amqp:not-allowed", f"cannot send to the dead-letter queue '{name}'")
+            check_properties(payload)
             facts = codec.facts(payload)
             window = entity.settings.duplicate_detection_window
             if window is not None and facts.message_id is not None:
