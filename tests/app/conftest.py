@@ -278,9 +278,11 @@ def start_app(
     clock: VirtualClock | None = None,
     settings: dict[str, str] | None = None,
     in_process: bool = False,
+    app_dir: Path = ROOT,
 ) -> App:
     """The deployment package in a worker process, as on Azure; ``in_process`` imports the app
-    into the test's process instead, for a test that replaces one of the app's objects."""
+    into the test's process instead, for a test that replaces one of the app's objects.
+    ``app_dir`` is where the app is run from (the repository root, or a copy of its package)."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     data = tmp_path / "data"
     values |= {
@@ -295,7 +297,7 @@ def start_app(
     # What a test runs in its own process (the ops CLI, the scripted agent) reads the host's time.
     use_host_clock(clock)
     host = Host(
-        ROOT, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ, in_process=in_process
+        app_dir, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ, in_process=in_process
     )
     loop.run_until_complete(host.start())
     agent = ScriptedAgent(host.servicebus, clock)
