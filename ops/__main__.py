@@ -9,6 +9,8 @@
     python -m ops compensate ID        # undo an Error (or CompensationFailed) order
     python -m ops dlq list QUEUE
     python -m ops dlq resubmit QUEUE MESSAGE_ID
+    python -m ops schema               # create or migrate the orders database's schema (idempotent)
+    python -m ops schema --script sqlserver   # the same as a sqlcmd script (the post-provision step)
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
 gaps. Add ``--json`` for machine-readable output. Exit codes: 0 done, 1 refused or not found.
@@ -29,10 +31,11 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from adapters.factory import build_ports, create_orders_schema
 from adapters.local_settings import load_local_settings
+from adapters.sql import schema
 from domain.apps import principal_header
-from domain.errors import IllegalTransition, RecordNotFound
+from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.states import ProcessState
 from services import frontend, operator
 from services.context import Ports
@@ -226,7 +229,25 @@ def _parser() -> argparse.ArgumentParser:
     again = dlq.add_parser("resubmit")
     again.add_argument("queue")
     again.add_argument("message_id")
+    schema = commands.add_parser("schema", help="create or migrate the orders database's schema")
+    schema.add_argument(
+        "--script", choices=["sqlserver", "postgresql", "sqlite"], help="print the DDL instead of running it"
+    )
     return parser
+
+
+def _schema(script: str | None, console: Console, as_json: bool) -> int:
+    if script:
+        # Plain text, as sqlcmd reads it: no markup, highlighting or wrapping.
+        console.file.write(schema.script(script))
+        return 0
+    settings = Settings.from_env(os.environ)
+    changed = create_orders_schema(settings)
+    if as_json:
+        console.print_json(json.dumps({"profile": settings.profile, "changed": changed}))
+    else:
+        console.print(f"orders schema ({settings.profile}): {'; '.join(changed) or 'up to date'}")
+    return 0
 
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> int:
@@ -234,6 +255,8 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
     console = console or Console()
     load_local_settings(args.app_dir.resolve())
     try:
+        if args.command == "schema":
+            return _schema(args.script, console, args.json)
         # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
         ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
         match args.command:
@@ -253,7 +276,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
                 ops.dlq_list(args.queue)
             case "dlq":
                 ops.dlq_resubmit(args.queue, args.message_id)
-    except (Refused, SettingsError) as refused:
+    except (Refused, SettingsError, DependencyUnavailable) as refused:
         console.print(f"[red]ops: {refused}[/]")
         return 1
     return 0
