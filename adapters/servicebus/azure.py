@@ -162,15 +162,27 @@ class ServiceBusMessaging:
 
     def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
         """Move one dead-lettered message back to its queue under a new MessageId (the old one
-        may still be in the duplicate-detection window). False if it is not there."""
+        may still be in the duplicate-detection window). False if it is not there.
+
+        Found by a peek first, so an absent one touches nothing. Service Bus locks a dead-letter
+        queue's messages in sequence order only (no receive by sequence number unless deferred),
+        so the dead letters ahead of it are locked and released on the way (their delivery
+        counts rise by one); none behind it is received."""
+        target = next(
+            (m for m in self.peek(f"{queue}/$deadletterqueue", 10_000) if m.message_id == message_id), None
+        )
+        if target is None:
+            return False
         with self.client.get_queue_receiver(
             queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
         ) as receiver:
             held: list[ServiceBusReceivedMessage] = []
             try:
                 for message in receiver:
-                    if message.message_id != message_id:
+                    if message.sequence_number != target.sequence_number:
                         held.append(message)
+                        if (message.sequence_number or 0) > target.sequence_number:
+                            return False  # moved by someone else since the peek
                         continue
                     copy = from_sdk(queue, message)
                     self.send(
