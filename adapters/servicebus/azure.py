@@ -201,6 +201,35 @@ class ServiceBusMessaging:
                     with contextlib.suppress(ServiceBusError):
                         receiver.abandon_message(other)
 
+    def remove(self, queue: str, message_ids: set[str] | None) -> list[str]:
+        """Complete the messages of ``queue`` with these IDs (all of them for None): an operator
+        acknowledging alerts. Service Bus locks in sequence order only, so a message ahead of
+        one removed is locked and released on the way (its delivery count rises by one); the
+        scan stops after the last one wanted. The IDs removed, in queue order."""
+        wanted = [m for m in self.peek(queue, 10_000) if message_ids is None or m.message_id in message_ids]
+        if not wanted:
+            return []
+        last = wanted[-1].sequence_number
+        numbers = {m.sequence_number for m in wanted}
+        removed: list[str] = []
+        with self.client.get_queue_receiver(queue, max_wait_time=1) as receiver:
+            held: list[ServiceBusReceivedMessage] = []
+            try:
+                for message in receiver:
+                    number = message.sequence_number or 0
+                    if number in numbers:
+                        receiver.complete_message(message)
+                        removed.append(message.message_id or "")
+                    else:
+                        held.append(message)
+                    if number >= last:
+                        break
+            finally:
+                for other in held:
+                    with contextlib.suppress(ServiceBusError):
+                        receiver.abandon_message(other)
+        return removed
+
 
 def servicebus_client(
     connection: str | None = None, *, namespace: str | None = None, credential: Any = None, **options: Any

@@ -71,3 +71,17 @@ class LocalMessaging:
         )
         self.bus.complete(message)
         return True
+
+    def remove(self, queue: str, message_ids: set[str] | None) -> list[str]:
+        """Complete the messages of ``queue`` with these IDs (all of them for None): an operator
+        acknowledging alerts. Each is locked by its sequence number: nothing else is touched.
+        The IDs removed, in queue order."""
+        removed = []
+        for peeked in self.bus.peek(queue, 10_000):
+            if message_ids is not None and peeked.message_id not in message_ids:
+                continue
+            message = self.bus.receive_sequence_number(queue, peeked.sequence_number)
+            if message is not None:  # else another operator took it since the peek
+                self.bus.complete(message)
+                removed.append(message.message_id)
+        return removed
