@@ -93,9 +93,15 @@ def _text(value: object) -> str:
 
 
 def _iso(at: datetime | str | None) -> str:
-    if isinstance(at, datetime):
-        return at.isoformat(timespec="seconds")
-    return at or ""
+    """One spelling for every store's times (``Z`` or ``+00:00``), so that they sort as times."""
+    if isinstance(at, str):
+        try:
+            at = datetime.fromisoformat(at)
+        except ValueError:
+            return str(at)
+    if at is None:
+        return ""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def _progress(record: StateRecord) -> str:
@@ -122,7 +128,7 @@ def _progress(record: StateRecord) -> str:
 def _table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> Table:
     table = Table(title=title)
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # an ID cut short cannot be pasted back
     for row in rows:
         table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
     return table
