@@ -1,6 +1,7 @@
 """``python -m ops``: the operator's tools, against whichever profile the settings select.
 
     python -m ops submit --order-id ID [--app NAME] [--sku SKU] [--quantity N]
+    python -m ops smoke [--app NAME] [--timeout 120]   # one order, to its final status
     python -m ops status ID            # one order's state record, one field a line
     python -m ops show ID              # its timeline: record, orders row, compensation, messages
     python -m ops list [--state Error] [--limit 50]
@@ -25,8 +26,9 @@ import json
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, runtime_checkable
@@ -82,6 +84,8 @@ class BadArgument(Exception):
 
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
+# The status messages after which an order's status changes no more (domain.messages.OrderStatus).
+FINAL_STATUSES = frozenset({"rejected", "completed", "failed", "compensated", "compensation-failed"})
 
 
 def _text(value: object) -> str:
@@ -191,6 +195,9 @@ class Ops:
     # --- commands -------------------------------------------------------------------------------
 
     def submit(self, order_id: str, app: str, sku: str, quantity: int) -> None:
+        self.show("Submitted", [self._submit(order_id, app, sku, quantity)], ["OrderID", "statusUrl"])
+
+    def _submit(self, order_id: str, app: str, sku: str, quantity: int) -> dict[str, Any]:
         price = Decimal("12.50")
         # Built as plain JSON, not as the model, so that the front end's validation judges it.
         order = {
@@ -206,7 +213,40 @@ class Ops:
         reply = frontend.accept_order(json.dumps(order).encode(), headers, self.ports)
         if reply.status != 202:
             raise Refused(f"{reply.body.get('error')}: {reply.body.get('detail')}")
-        self.show("Submitted", [reply.body], ["OrderID", "statusUrl"])
+        return reply.body
+
+    def smoke(self, app: str, timeout: float, interval: float) -> None:
+        """One new order as ``app``, followed to its final status on that app's status queue, each
+        step printed as it happens (JSON Lines with --json); refused unless it completed."""
+        registered = self.registered_app(app)
+        queue = registered.status_queue
+        order_id = f"smoke-{uuid.uuid4().hex[:12]}"  # new each run: a used ID is a conflict
+        self._step("submitted", self._submit(order_id, registered.name, "SKU-1", 1))
+        deadline = self.ports.clock.now() + timedelta(seconds=timeout)
+        pause = threading.Event()
+        seen = 0
+        while True:
+            statuses = self._bodies(queue, order_id)  # peeked: the app's own receiver still gets them
+            for body in statuses[seen:]:
+                self._step(f"status on {queue}", body)
+            seen = len(statuses)
+            final = next((b for b in statuses if b.get("Status") in FINAL_STATUSES), None)
+            if final is not None:
+                break
+            if self.ports.clock.now() >= deadline:
+                raise Refused(f"{order_id}: no final status on {queue} within {timeout:g}s")
+            pause.wait(interval)
+        if final["Status"] != "completed":
+            raise Refused(f"{order_id} ended {final['Status']}: {final.get('Detail') or 'no detail'}")
+        self._step("ok", {"OrderID": order_id, "Status": "completed"})
+
+    def _step(self, what: str, body: dict[str, Any]) -> None:
+        if self.as_json:
+            self.console.file.write(json.dumps({"Step": what, **body}, default=str) + "\n")
+            self.console.file.flush()
+            return
+        detail = ", ".join(f"{k}={v}" for k, v in body.items() if v is not None)
+        self.console.print(f"smoke: {what}: {detail}", markup=False, highlight=False, soft_wrap=True)
 
     def status(self, order_id: str) -> None:
         reply = frontend.record_view(order_id, self.ports, owner=None)
@@ -412,6 +452,10 @@ def _parser() -> argparse.ArgumentParser:
     again = command("resubmit", "move one dead letter back to its queue", dlq)
     again.add_argument("queue")
     again.add_argument("message_id")
+    smoke = command("smoke", "submit one order as an app and wait for its final status")
+    smoke.add_argument("--app", default="a", help="a registered app: its name (app-c) or c")
+    smoke.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the final status")
+    smoke.add_argument("--interval", type=float, default=1.0, help="seconds between looks at the queue")
     schema = command("schema", "create or migrate the orders database's schema")
     schema.add_argument(
         "--script", choices=["sqlserver", "postgresql", "sqlite"], help="print the DDL instead of running it"
@@ -444,16 +488,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             ops.submit(args.order_id, args.app, args.sku, args.quantity)
         case "status":
             ops.status(args.order_id)
+        case "smoke":
+            ops.smoke(args.app, args.timeout, args.interval)
         case "show":
             ops.timeline(args.order_id)
         case "list":
             ops.list_orders(args.state, args.limit)
         case "watch":
             ops.watch(args.interval, args.once)
-        case "alerts" if args.alerts_command == "ack":
-            ops.alerts_remove(args.message_id, None)
-        case "alerts" if args.alerts_command == "drain":
-            ops.alerts_remove(None, args.event)
+        case "alerts" if args.alerts_command in ("ack", "drain"):
+            # ack names the alerts (message_id), drain at most an event: each lacks the other.
+            ops.alerts_remove(getattr(args, "message_id", None), getattr(args, "event", None))
         case "alerts":
             ops.alerts(args.limit)
         case "resubmit" | "compensate":

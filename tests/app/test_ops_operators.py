@@ -5,6 +5,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,33 @@ def test_alerts_are_acknowledged_one_by_one_or_drained(app: App) -> None:
     assert len(app.alerts()) == len(listed) - 1
     assert ops("alerts", "drain")[0] == 0
     assert app.alerts() == []
+
+
+def _smoke(app: App, *argv: str) -> tuple[int, str]:
+    """``ops smoke`` blocks until the order's final status: run it beside the host, which the
+    test drives (virtual time) until the command has returned."""
+    result: list[tuple[int, str]] = []
+    thread = threading.Thread(target=lambda: result.append(ops("smoke", "--interval", "0.02", *argv)))
+    thread.start()
+    app.run_until(lambda: not thread.is_alive())
+    thread.join()
+    return result[0]
+
+
+def test_smoke_follows_one_order_to_completed_on_the_apps_status_queue(app: App) -> None:
+    code, text = _smoke(app, "--app", "b")
+    lines = text.splitlines()
+    assert code == 0, text
+    assert lines[0].startswith("smoke: submitted: OrderID=smoke-")
+    assert [line.split("Status=")[1].split(",")[0] for line in lines[1:-1]] == ["received", "completed"]
+    assert all("status on status-app-b" in line for line in lines[1:-1])
+    assert lines[-1].startswith("smoke: ok:")
+
+
+def test_smoke_says_how_an_order_that_did_not_complete_ended(app: App) -> None:
+    app.agent.script = lambda r, n: Answer("permanent") if r.Step == "ChargePayment" else Answer("ok")
+    code, text = _smoke(app, "--json")
+    steps = [json.loads(line) for line in text.splitlines()[:-1]]
+    assert code == EXIT_REFUSED
+    assert [s.get("Status") for s in steps[1:]] == ["received", "compensated"]
+    assert "ended compensated: ChargePayment" in text.splitlines()[-1]
