@@ -92,8 +92,16 @@ clean:
 local.settings.json:
 	cp local.settings.embedded.json local.settings.json
 
+# `make run PROFILE=emulators`: the Cosmos DB server, Azurite, schema, settings, simulator, an
+# agent and devhost, in one command (demo/emulators.py); the default is the embedded profile.
+PROFILE ?= embedded
+ifeq ($(PROFILE),emulators)
+run: $(STAMP) $(PROTO_PY) $(EMULATORS)
+	$(BIN)/python -m demo.emulators
+else
 run: $(STAMP) $(PROTO_PY) local.settings.json
 	$(BIN)/python -m devhost start
+endif
 
 demo: $(STAMP) $(PROTO_PY)
 	$(BIN)/python -m demo
