@@ -3,8 +3,6 @@ errors with exit codes, any registered app, and alerts acknowledged off their qu
 
 import io
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -13,7 +11,7 @@ from rich.console import Console
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from ops.__main__ import EXIT_REFUSED, EXIT_USAGE, main
-from tests.app.conftest import ROOT, Answer, App, submission
+from tests.app.conftest import Answer, App, submission
 
 
 def ops(*argv: str, width: int = 200) -> tuple[int, str]:
@@ -83,17 +81,12 @@ def test_a_malformed_settings_file_is_a_one_line_error(
     assert f"{broken} is not valid JSON" in text
 
 
-def test_a_bad_argument_is_one_line_with_exit_code_2() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "ops", "list", "--state", "Nope"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == EXIT_USAGE
-    assert len(done.stderr.strip().splitlines()) == 1 and "invalid choice: 'Nope'" in done.stderr
+def test_a_bad_argument_is_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["list", "--state", "Nope"])
+    assert exited.value.code == EXIT_USAGE
+    stderr = capsys.readouterr().err
+    assert len(stderr.strip().splitlines()) == 1 and "invalid choice: 'Nope'" in stderr
 
 
 def test_alerts_are_acknowledged_one_by_one_or_drained(app: App) -> None:
