@@ -11,8 +11,8 @@ One definition per engine, from ``adapters.sql.orders``' DDL:
   test keeps equal to this module's output).
 
 A missing table is ``SchemaMissing``, a ``DependencyUnavailable``: the orders database is not
-ready, so the front end answers 503 and an order on the queue waits for a later delivery, instead
-of failing until it is dead-lettered.
+ready, as if it were down, so operators get an alert naming the command and an order on the queue
+is postponed to a later delivery (``intake.postpone``) instead of failing until it is dead-lettered.
 """
 
 from collections.abc import Callable, Iterator

@@ -38,8 +38,8 @@ def test_a_missing_table_is_the_orders_database_not_being_ready(tmp_path: Path) 
     with pytest.raises(SchemaMissing) as missing:
         check_schema(connection, "sqlite")
     assert "no table Orders" in str(missing.value) and "python -m ops schema" in str(missing.value)
-    # An outage, as a database that is down: the front end answers 503 and the intake postpones
-    # the order to a later delivery (function_app.submit_order), instead of dead-lettering it.
+    # An outage, as a database that is down: the intake postpones the order to a later delivery
+    # (function_app.submit_order, intake.postpone) instead of dead-lettering it.
     assert isinstance(missing.value, DependencyUnavailable) and is_transient(missing.value)
 
 
