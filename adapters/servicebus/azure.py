@@ -16,6 +16,7 @@ raised before the attempt carries the reason (docs/operating.md, "Known limitati
 
 import contextlib
 import threading
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -178,7 +179,7 @@ class ServiceBusMessaging:
         ) as receiver:
             held: list[ServiceBusReceivedMessage] = []
             try:
-                for message in receiver:
+                for message in _one_at_a_time(receiver):
                     if message.sequence_number != target.sequence_number:
                         held.append(message)
                         if (message.sequence_number or 0) > target.sequence_number:
@@ -215,7 +216,7 @@ class ServiceBusMessaging:
         with self.client.get_queue_receiver(queue, max_wait_time=1) as receiver:
             held: list[ServiceBusReceivedMessage] = []
             try:
-                for message in receiver:
+                for message in _one_at_a_time(receiver):
                     number = message.sequence_number or 0
                     if number in numbers:
                         receiver.complete_message(message)
@@ -229,6 +230,15 @@ class ServiceBusMessaging:
                     with contextlib.suppress(ServiceBusError):
                         receiver.abandon_message(other)
         return removed
+
+
+def _one_at_a_time(receiver: ServiceBusReceiver) -> Iterator[ServiceBusReceivedMessage]:
+    """Messages received singly, in order, until none is left: with no prefetch, each
+    ``receive_messages(1)`` issues link credit for one message only. The receiver's own iterator
+    keeps a continuous receive open instead, which may lock (and so count a delivery of) messages
+    past the one an operator asked for."""
+    while batch := receiver.receive_messages(max_message_count=1, max_wait_time=1):
+        yield from batch
 
 
 def servicebus_client(

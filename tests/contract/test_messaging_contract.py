@@ -234,3 +234,17 @@ def test_resubmitting_a_dead_letter_leaves_the_ones_behind_it_untouched(rig: Rig
     assert not rig.messaging.resubmit_dead_letter(rig.queue, "absent")
     after = {m.message_id: m.delivery_count for m in rig.messaging.peek(dead_letters, 10)}
     assert after == {k: v for k, v in before.items() if k != "m-0"}
+
+
+def test_remove_completes_the_named_messages_and_keeps_the_rest(rig: Rig) -> None:
+    """ops alerts ack / drain: the named ones leave the queue; the others stay, with their
+    delivery counts unchanged behind the last one removed."""
+    for n in range(4):
+        rig.messaging.send(rig.queue, json.dumps({"n": n}), message_id=f"m-{n}")
+    before = {m.message_id: m.delivery_count for m in rig.messaging.peek(rig.queue, 10)}
+    assert rig.messaging.remove(rig.queue, {"m-0", "m-2", "absent"}) == ["m-0", "m-2"]
+    left = rig.messaging.peek(rig.queue, 10)
+    assert [m.message_id for m in left] == ["m-1", "m-3"]
+    assert left[-1].delivery_count == before["m-3"]
+    assert rig.messaging.remove(rig.queue, None) == ["m-1", "m-3"]
+    assert rig.messaging.peek(rig.queue, 10) == []
