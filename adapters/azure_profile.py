@@ -22,6 +22,7 @@ from adapters.sql.orders import (
     SqlOrdersRepository,
     pyodbc_orders_repository,
 )
+from adapters.sql.schema import LOCAL_DIALECTS, check_schema, ensure_schema
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import QueueDepth
@@ -205,7 +206,7 @@ def azure_sql_connection_string(settings: Settings) -> str:
     return ";".join([settings.sql_connection.strip().rstrip(";"), *additions])
 
 
-def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
+def _sql_repository(settings: Settings) -> SqlOrdersRepository:
     if not settings.sql_connection:
         raise MissingSetting("set SqlConnection to an ODBC connection string")
     connection_string = settings.sql_connection
@@ -217,6 +218,28 @@ def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
         login_timeout=settings.connect_timeout_seconds,
         query_timeout=settings.call_timeout_seconds,
     )
+
+
+def sql_orders_repository(settings: Settings) -> SqlOrdersRepository:
+    repository = _sql_repository(settings)
+    # Before the first order, not in the middle of one: a local engine's schema is the app's to
+    # make; SQL Server's is the post-provision step's, and without it the database is not ready.
+    with repository.pool.connection() as connection:
+        if settings.sql_dialect in LOCAL_DIALECTS:
+            ensure_schema(connection, settings.sql_dialect)
+        else:
+            check_schema(connection, settings.sql_dialect)
+    return repository
+
+
+def create_orders_schema(settings: Settings) -> list[str]:
+    """``ops schema``: create or migrate the schema on any engine, SQL Server included."""
+    repository = _sql_repository(settings)
+    try:
+        with repository.pool.connection() as connection:
+            return ensure_schema(connection, settings.sql_dialect)
+    finally:
+        repository.close()
 
 
 def table_compensation_log(settings: Settings) -> TableCompensationLog:

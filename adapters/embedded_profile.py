@@ -11,6 +11,14 @@ from adapters.sqlite.state_store import SqliteStateStore
 from services.settings import Settings
 
 
+def create_orders_schema(settings: Settings) -> list[str]:
+    """``ops schema``: the embedded database makes its own schema when opened; say what it did."""
+    path = Path(settings.data_dir) / "orders.db"
+    existed = path.exists()
+    sqlite_orders_repository(path).close()
+    return [] if existed else [f"created {path}"]
+
+
 def store_builders(settings: Settings) -> StoreBuilders:
     data = Path(settings.data_dir)
     bucket = timedelta(minutes=settings.recovery_bucket_minutes)

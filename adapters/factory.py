@@ -89,6 +89,17 @@ def _store_builders(settings: Settings) -> StoreBuilders:
     return embedded_profile.store_builders(settings)
 
 
+def create_orders_schema(settings: Settings) -> list[str]:
+    """Create or migrate the orders database's schema (``python -m ops schema``); what changed."""
+    if settings.profile in ("emulators", "azure"):
+        from adapters import azure_profile  # noqa: PLC0415 - needs the Azure SDKs and pyodbc
+
+        return azure_profile.create_orders_schema(settings)
+    from adapters import embedded_profile  # noqa: PLC0415 - one profile per process
+
+    return embedded_profile.create_orders_schema(settings)
+
+
 LOCAL_SERVICEBUS = "local"
 
 

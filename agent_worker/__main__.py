@@ -15,6 +15,7 @@ from pathlib import Path
 from azure.servicebus.aio import ServiceBusClient
 
 from adapters import telemetry_export
+from adapters.local_settings import SettingsError as LocalSettingsError
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.agent_queues import LocalAgentMessaging, ServiceBusAgentMessaging
 from adapters.servicebus.local_bus import LocalServiceBus
@@ -64,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s] agent {args.name}: %(message)s")
     # The Azure SDKs log every AMQP state change at INFO: that is their debug.
     logging.getLogger("azure").setLevel(logging.WARNING)
-    load_local_settings(args.app_dir.resolve())
+    try:
+        load_local_settings(args.app_dir.resolve())
+    except LocalSettingsError as error:
+        print(f"agent_worker: {error}", file=sys.stderr)
+        return 2
     telemetry_export.configure("agent")
     try:
         settings = AgentSettings.from_env(os.environ)

@@ -124,6 +124,30 @@ def take_snapshot(run: Run) -> Snapshot:
     return Snapshot(run.stack.ledger("app-"), records, dead, time.monotonic() - run.started)
 
 
+# What marks a directory as the demo's own: only such a directory is ever deleted.
+MARKER = ".demo-workdir"
+
+
+class WorkdirRefused(Exception):
+    pass
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """An empty work dir with the marker: a new or empty one is taken, one of an earlier run
+    (it has the marker) is emptied, and anything else is refused, never deleted."""
+    if workdir.exists() and not workdir.is_dir():
+        raise WorkdirRefused(f"--workdir {workdir} is a file, not a directory")
+    if workdir.is_dir() and any(workdir.iterdir()):
+        if not (workdir / MARKER).is_file():
+            raise WorkdirRefused(
+                f"--workdir {workdir} is not empty and was not made by the demo (no {MARKER} in it): "
+                "choose another --workdir, or remove it yourself"
+            )
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by python -m demo: the next run deletes this directory\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, default=150)
@@ -142,7 +166,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="make the remote service apply repeated keys again, to show the judges catch it",
     )
-    parser.add_argument("--workdir", type=Path, default=Path(".demo"))
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(".demo"),
+        help=f"where the run keeps its data; emptied first only if an earlier run made it ({MARKER})",
+    )
     return parser
 
 
@@ -196,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if not console.is_terminal:
         console = Console(width=140)  # logs and CI: wide enough that no table wraps
-    shutil.rmtree(args.workdir, ignore_errors=True)
+    try:
+        prepare_workdir(args.workdir)
+    except WorkdirRefused as refused:
+        console.print(f"demo: {refused}", style="red", markup=False, highlight=False, soft_wrap=True)
+        return 2
     stack = Stack(args.workdir.resolve(), agents=args.agents, profile=_profile(args))
     console.print(f"[bold]Starting[/] the simulator, devhost and {args.agents} agents in {args.workdir} …")
     # Settings first: a refused configuration must not leave a started stack behind.

@@ -10,6 +10,8 @@ from demo.apps import SubmittingApp
 from demo.judge import FORWARD, UNDO, Check, Snapshot
 from domain.states import ProcessState
 
+NOT_PROCESSED = frozenset({ProcessState.ERROR, ProcessState.COMPENSATED, ProcessState.COMPENSATION_FAILED})
+
 
 def render(apps: list[SubmittingApp], snapshot: Snapshot, console: Console) -> None:
     """What the run did: final states, remote calls against effects, dead letters, latency."""
@@ -37,6 +39,23 @@ def render(apps: list[SubmittingApp], snapshot: Snapshot, console: Console) -> N
             str(len(keys)),
         )
     console.print(calls)
+
+    unfinished = sorted(
+        (r for r in records.values() if r.ProcessState in NOT_PROCESSED), key=lambda r: r.OrderID
+    )
+    if unfinished:
+        why = Table(title="Orders not processed, and why")
+        for column in ("order", "state", "failed step", "compensated", "reason"):
+            why.add_column(column, overflow="fold")
+        for record in unfinished:
+            why.add_row(
+                record.OrderID,
+                record.ProcessState.value,
+                record.FailedStep or "",
+                ", ".join(record.CompensatedSteps),
+                record.LastError or "",
+            )
+        console.print(why)
 
     dead = snapshot.dead
     if dead:

@@ -1,8 +1,8 @@
 """The whole embedded stack as real processes: devhost running function_app.py, agent worker
 processes and the simulator, on loopback, on the real clock.
 
-Used by `make demo` and the end-to-end tests. Settings go through the environment (which wins over any
-``local.settings.json`` a developer has in the repo root), so runs are isolated in a work dir.
+Used by `make demo` and the end-to-end tests. Settings go through the environment, and no
+``local.settings.json`` is read (``LOCAL_SETTINGS_FILE`` empty), so runs are isolated in a work dir.
 """
 
 import json
@@ -20,6 +20,7 @@ from typing import Any
 
 from adapters.clock import SystemClock
 from adapters.factory import build_ports
+from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.sqlite.state_store import SqliteStateStore
 from domain.messages import QueuedOrder
@@ -99,6 +100,8 @@ class Stack:
             "LOCAL_SERVICEBUS_PATH": str(workdir / "servicebus.db"),
             "AGENT_REMOTE_URL": f"http://127.0.0.1:{self.simulator_port}",
             "SAS_TELEMETRY_DIR": str(workdir / "telemetry"),
+            # No settings file: the run is the work dir's alone, whatever the repo root holds.
+            SETTINGS_FILE_VARIABLE: "",
             **(settings or {}),
         }
         # The Entra stand-in the front end verifies tokens against, up before devhost reads its URL.

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from devhost.durable_engine import DurableEngine
 from devhost.durable_store import DurableStore
 from devhost.host import Host, HostError
 from devhost.indexing import IndexingError
-from devhost.settings import SettingsError, load_local_settings
+from devhost.settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
 from devhost.worker_processes import process_count
 
 
@@ -89,7 +90,8 @@ async def _start(app_dir: Path, data_dir: Path | None, port: int | None, *, in_p
 
 def _inspect(args: argparse.Namespace) -> int:
     app_dir = args.app_dir.resolve()
-    env: dict[str, str] = {}
+    # Only the choice of settings file comes from the process environment (the test suite's guard).
+    env = {k: os.environ[k] for k in (SETTINGS_FILE_VARIABLE,) if k in os.environ}
     load_local_settings(app_dir, env)
     config = DevhostConfig.from_env(app_dir, {**env}, data_dir=args.data_dir)
     path = config.data_dir / "durable.db"

@@ -4,9 +4,9 @@ placeholders, as ``func start`` handles them."""
 import re
 from collections.abc import Mapping
 
-from adapters.local_settings import SettingsError, load_local_settings
+from adapters.local_settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
 
-__all__ = ["SettingsError", "load_local_settings", "resolve"]
+__all__ = ["SETTINGS_FILE_VARIABLE", "SettingsError", "load_local_settings", "resolve"]
 
 _PLACEHOLDER = re.compile(r"%([^%]+)%")
 

@@ -1,4 +1,5 @@
 import asyncio
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -6,10 +7,17 @@ from decimal import Decimal
 import pytest
 
 from adapters.clock import ManualClock
+from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from domain.messages import OrderLine, QueuedOrder
 from domain.policy import SchedulerPolicy
 
 pytest_plugins = ["tests.emulators", "tests.servicebus_broker"]
+
+# Hermetic settings: the tests run the app from the repository root, where a developer's own
+# local.settings.json (the sample's, pointing at emulators) would fill every setting a test leaves
+# unset. Set at import, before any fixture, so devhost, ops, the agent and every child process a
+# test starts read no settings file; a test that means to read one names it in this variable.
+os.environ[SETTINGS_FILE_VARIABLE] = ""
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -16,6 +16,7 @@ raised before the attempt carries the reason (docs/operating.md, "Known limitati
 
 import contextlib
 import threading
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -162,15 +163,27 @@ class ServiceBusMessaging:
 
     def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
         """Move one dead-lettered message back to its queue under a new MessageId (the old one
-        may still be in the duplicate-detection window). False if it is not there."""
+        may still be in the duplicate-detection window). False if it is not there.
+
+        Found by a peek first, so an absent one touches nothing. Service Bus locks a dead-letter
+        queue's messages in sequence order only (no receive by sequence number unless deferred),
+        so the dead letters ahead of it are locked and released on the way (their delivery
+        counts rise by one); none behind it is received."""
+        target = next(
+            (m for m in self.peek(f"{queue}/$deadletterqueue", 10_000) if m.message_id == message_id), None
+        )
+        if target is None:
+            return False
         with self.client.get_queue_receiver(
             queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
         ) as receiver:
             held: list[ServiceBusReceivedMessage] = []
             try:
-                for message in receiver:
-                    if message.message_id != message_id:
+                for message in _one_at_a_time(receiver):
+                    if message.sequence_number != target.sequence_number:
                         held.append(message)
+                        if (message.sequence_number or 0) > target.sequence_number:
+                            return False  # moved by someone else since the peek
                         continue
                     copy = from_sdk(queue, message)
                     self.send(
@@ -188,6 +201,44 @@ class ServiceBusMessaging:
                     # Its lock may have run out during a long scan: it is back on the DLQ anyway.
                     with contextlib.suppress(ServiceBusError):
                         receiver.abandon_message(other)
+
+    def remove(self, queue: str, message_ids: set[str] | None) -> list[str]:
+        """Complete the messages of ``queue`` with these IDs (all of them for None): an operator
+        acknowledging alerts. Service Bus locks in sequence order only, so a message ahead of
+        one removed is locked and released on the way (its delivery count rises by one); the
+        scan stops after the last one wanted. The IDs removed, in queue order."""
+        wanted = [m for m in self.peek(queue, 10_000) if message_ids is None or m.message_id in message_ids]
+        if not wanted:
+            return []
+        last = wanted[-1].sequence_number
+        numbers = {m.sequence_number for m in wanted}
+        removed: list[str] = []
+        with self.client.get_queue_receiver(queue, max_wait_time=1) as receiver:
+            held: list[ServiceBusReceivedMessage] = []
+            try:
+                for message in _one_at_a_time(receiver):
+                    number = message.sequence_number or 0
+                    if number in numbers:
+                        receiver.complete_message(message)
+                        removed.append(message.message_id or "")
+                    else:
+                        held.append(message)
+                    if number >= last:
+                        break
+            finally:
+                for other in held:
+                    with contextlib.suppress(ServiceBusError):
+                        receiver.abandon_message(other)
+        return removed
+
+
+def _one_at_a_time(receiver: ServiceBusReceiver) -> Iterator[ServiceBusReceivedMessage]:
+    """Messages received singly, in order, until none is left: with no prefetch, each
+    ``receive_messages(1)`` issues link credit for one message only. The receiver's own iterator
+    keeps a continuous receive open instead, which may lock (and so count a delivery of) messages
+    past the one an operator asked for."""
+    while batch := receiver.receive_messages(max_message_count=1, max_wait_time=1):
+        yield from batch
 
 
 def servicebus_client(

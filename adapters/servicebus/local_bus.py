@@ -368,27 +368,42 @@ class LocalServiceBus:
                             now,
                         )
                         continue
-                    token = str(uuid.uuid4())
-                    conn.execute(
-                        "UPDATE messages SET delivery_count = delivery_count + 1, lock_token = ?,"
-                        " locked_until = ?, visible_at = ?, lock_duration_us = ? WHERE sequence_number = ?",
-                        (
-                            token,
-                            format_ts(locked_until),
-                            format_ts(locked_until),
-                            _micros(duration),
-                            row["sequence_number"],
-                        ),
-                    )
-                    received.append(
-                        _message(
-                            row,
-                            delivery_count=row["delivery_count"] + 1,
-                            lock_token=token,
-                            locked_until=locked_until,
-                        )
-                    )
+                    received.append(self._lock(conn, row, duration, locked_until))
         return received
+
+    def _lock(
+        self, conn: sqlite3.Connection, row: sqlite3.Row, duration: timedelta, locked_until: datetime
+    ) -> ReceivedMessage:
+        token = str(uuid.uuid4())
+        conn.execute(
+            "UPDATE messages SET delivery_count = delivery_count + 1, lock_token = ?,"
+            " locked_until = ?, visible_at = ?, lock_duration_us = ? WHERE sequence_number = ?",
+            (
+                token,
+                format_ts(locked_until),
+                format_ts(locked_until),
+                _micros(duration),
+                row["sequence_number"],
+            ),
+        )
+        return _message(
+            row, delivery_count=row["delivery_count"] + 1, lock_token=token, locked_until=locked_until
+        )
+
+    def receive_sequence_number(self, queue: str, sequence_number: int) -> ReceivedMessage | None:
+        """Peek-lock the one message with ``sequence_number`` if it is receivable now, and touch
+        nothing else (an operator moving one dead letter); None if it is not there or locked."""
+        with self._transaction() as conn:
+            config, dead_lettered = self._entity(conn, queue)
+            now = self._now()
+            row = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                " WHERE queue = ? AND dead_lettered = ? AND visible_at <= ? AND sequence_number = ?",
+                (config.name, int(dead_lettered), format_ts(now), sequence_number),
+            ).fetchone()
+            if row is None:
+                return None
+            return self._lock(conn, row, config.lock_duration, now + config.lock_duration)
 
     def _anything_receivable(self, queue: str) -> bool:
         """A look without a transaction (WAL: readers never wait for the writer). A message that

@@ -52,21 +52,36 @@ class LocalMessaging:
 
     def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
         """Move one dead-lettered message back to its queue under a new MessageId (the old one
-        may still be in the duplicate-detection window). False if it is not there."""
+        may still be in the duplicate-detection window). False if it is not there. Found by a
+        peek and locked by its sequence number: no other dead letter is received or counted."""
         dead_letters = f"{queue}/$deadletterqueue"
-        found = False
-        for message in self.bus.receive(dead_letters, 100):
-            if message.message_id != message_id or found:
-                self.bus.abandon(message)
+        found = next((m for m in self.bus.peek(dead_letters, 10_000) if m.message_id == message_id), None)
+        if found is None:
+            return False
+        message = self.bus.receive_sequence_number(dead_letters, found.sequence_number)
+        if message is None:  # another operator moved it (or holds it) since the peek
+            return False
+        self.bus.send(
+            queue,
+            message.body,
+            message_id=f"{message_id}:resubmitted:{message.sequence_number}",
+            correlation_id=message.correlation_id,
+            content_type=message.content_type,
+            application_properties=message.application_properties,
+        )
+        self.bus.complete(message)
+        return True
+
+    def remove(self, queue: str, message_ids: set[str] | None) -> list[str]:
+        """Complete the messages of ``queue`` with these IDs (all of them for None): an operator
+        acknowledging alerts. Each is locked by its sequence number: nothing else is touched.
+        The IDs removed, in queue order."""
+        removed = []
+        for peeked in self.bus.peek(queue, 10_000):
+            if message_ids is not None and peeked.message_id not in message_ids:
                 continue
-            self.bus.send(
-                queue,
-                message.body,
-                message_id=f"{message_id}:resubmitted:{message.sequence_number}",
-                correlation_id=message.correlation_id,
-                content_type=message.content_type,
-                application_properties=message.application_properties,
-            )
-            self.bus.complete(message)
-            found = True
-        return found
+            message = self.bus.receive_sequence_number(queue, peeked.sequence_number)
+            if message is not None:  # else another operator took it since the peek
+                self.bus.complete(message)
+                removed.append(message.message_id)
+        return removed

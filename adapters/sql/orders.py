@@ -37,8 +37,8 @@ class Cursor(Protocol):
 
 
 # DDL is the one part of the SQL that must be spelled per engine: T-SQL's NVARCHAR and DATETIME2
-# do not exist on PostgreSQL (SQLite accepts any type name). Azure SQL's schema is created by
-# the post-provision script, not here (T-SQL has no CREATE TABLE IF NOT EXISTS).
+# do not exist on PostgreSQL (SQLite accepts any type name). adapters/sql/schema.py runs it (and
+# writes the T-SQL variant the post-provision step runs: T-SQL has no CREATE TABLE IF NOT EXISTS).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS Orders (
     OrderID     VARCHAR(64)  NOT NULL PRIMARY KEY,
@@ -252,13 +252,12 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
+    from adapters.sql.schema import ensure_schema  # noqa: PLC0415 - it imports this module's DDL
+
     setup = connect()
     try:
         setup.execute("PRAGMA journal_mode=WAL")
-        setup.executescript(SQLITE_SCHEMA)
-        # A database made before Orders.StatusVersion existed (CREATE TABLE IF NOT EXISTS keeps it).
-        if "StatusVersion" not in {row[1] for row in setup.execute("PRAGMA table_info(Orders)")}:
-            setup.execute("ALTER TABLE Orders ADD COLUMN StatusVersion INT NOT NULL DEFAULT 0")
+        ensure_schema(setup, SQLITE)  # an embedded database is the app's own: made at first open
     finally:
         setup.close()
     return SqlOrdersRepository(connect, SQLITE)

@@ -1,5 +1,6 @@
 // What pages an operator: an action group that emails, and three rules.
-// 1. Operator alerts waiting: active messages on the operator-alerts queue > 0 (E12, C11).
+// 1. Operator alerts waiting: active messages on the operator-alerts queue > 0 (E12, C11); it
+//    clears when `python -m ops alerts ack|drain` has removed them.
 // 2. Dead letters on any queue > 0: a submission, request, reply or status message gave up.
 // 3. Supervisor errors: exceptions or error traces from the supervisor function in Application
 //    Insights (the Supervisor is the safety net; if it fails nothing recovers expired work).
@@ -52,7 +53,7 @@ resource operatorAlerts 'Microsoft.Insights/metricAlerts@2018-03-01' = {
   location: 'global'
   tags: tags
   properties: {
-    description: 'An operator alert is waiting on the operator-alerts queue (an order went to Error, or a submission was dead-lettered).'
+    description: 'An operator alert is waiting on the operator-alerts queue (an order went to Error, or a submission was dead-lettered). Read them with `python -m ops alerts`; the rule clears once they are acknowledged: `python -m ops alerts ack MESSAGE_ID` (or `python -m ops alerts drain`). See docs/operating.md, Runbook: operator alerts.'
     severity: 1
     enabled: true
     scopes: [

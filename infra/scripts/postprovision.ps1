@@ -29,7 +29,13 @@ function Invoke-Sql([string[]] $SqlArgs) {
 
 try {
     Write-Host 'postprovision: orders schema'
-    Invoke-Sql @('-i', (Join-Path $sqlDir 'schema.sql'))
+    # The app's own schema (adapters/sql/schema.py), written as T-SQL by the app's venv; idempotent.
+    $python = if ($env:SAS_PYTHON) { $env:SAS_PYTHON } else { '.venv\Scripts\python.exe' }
+    $schema = New-TemporaryFile
+    & $python -m ops schema --script sqlserver | Set-Content -Path $schema -Encoding utf8
+    if ($LASTEXITCODE -ne 0) { throw "postprovision: $python -m ops schema failed (make venv, or set SAS_PYTHON)" }
+    Invoke-Sql @('-i', $schema.FullName)
+    Remove-Item $schema
     Write-Host "postprovision: database user for $env:API_IDENTITY_NAME"
     Invoke-Sql @('-v', "APP_IDENTITY_NAME=$($env:API_IDENTITY_NAME)", '-i', (Join-Path $sqlDir 'users.sql'))
     Write-Host "postprovision: the front end's Orders.Submit app role and its submitting apps' assignments"

@@ -5,7 +5,8 @@
 #
 # Needs: the Azure CLI signed in as that principal (`az login`), and go-sqlcmd
 # (https://learn.microsoft.com/sql/tools/sqlcmd/go-sqlcmd-utility), which signs in with
-# --authentication-method ActiveDirectoryDefault (the Azure CLI's credential).
+# --authentication-method ActiveDirectoryDefault (the Azure CLI's credential), and the app's venv
+# (make venv; or SAS_PYTHON), which writes the orders schema (python -m ops schema --script sqlserver).
 # Idempotent: safe to run again (`azd hooks run postprovision`).
 set -eu
 
@@ -52,7 +53,16 @@ run_sql() {
 }
 
 echo "postprovision: orders schema"
-run_sql -i "$sql_dir/schema.sql"
+# The app's own schema (adapters/sql/schema.py), written as T-SQL by the app's venv; idempotent.
+python="${SAS_PYTHON:-.venv/bin/python}"
+if [ ! -x "$python" ]; then
+  echo "postprovision: no $python; create the venv (make venv) or set SAS_PYTHON, then: azd hooks run postprovision" >&2
+  exit 1
+fi
+schema="$(mktemp)"
+"$python" -m ops schema --script sqlserver > "$schema"
+run_sql -i "$schema"
+rm -f "$schema"
 echo "postprovision: database user for $API_IDENTITY_NAME"
 run_sql -v APP_IDENTITY_NAME="$API_IDENTITY_NAME" -i "$sql_dir/users.sql"
 echo "postprovision: the front end's Orders.Submit app role and its submitting apps' assignments"

@@ -306,10 +306,12 @@ def start_app(
     settings: dict[str, str] | None = None,
     in_process: bool = False,
     issuer: LocalIssuer | None = None,
+    app_dir: Path = ROOT,
 ) -> App:
     """The deployment package in a worker process, as on Azure; ``in_process`` imports the app
     into the test's process instead, for a test that replaces one of the app's objects. The front
-    end trusts a local issuer started here (or ``issuer``, to keep one across deployments)."""
+    end trusts a local issuer started here (or ``issuer``, to keep one across deployments).
+    ``app_dir`` is where the app is run from (the repository root, or a copy of its package)."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
     if issuer is None:
         # Its token endpoint grants the submit role to the registered apps, as their assignments do.
@@ -330,7 +332,7 @@ def start_app(
     # What a test runs in its own process (the ops CLI, the scripted agent) reads the host's time.
     use_host_clock(clock)
     host = Host(
-        ROOT, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ, in_process=in_process
+        app_dir, clock=clock, data_dir=tmp_path / "devhost", port=0, env=os.environ, in_process=in_process
     )
     loop.run_until_complete(host.start())
     agent = ScriptedAgent(host.servicebus, clock)

@@ -11,7 +11,6 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.data.tables import TableServiceClient
 
-from adapters.sql.orders import SQLITE_ODBC, SQLITE_SCHEMA, pyodbc_orders_repository
 from adapters.storage.compensation_log import TABLE
 from domain.states import ProcessState
 from tests.app.conftest import Answer, App, emulators_settings, order_body, start_app, submission
@@ -26,11 +25,11 @@ def emulated(
     cosmos_connection: str,
     azurite_tables: str,
 ) -> Iterator[App]:
-    # What Bicep and the post-provision script create in Azure: the container, schema and table.
+    # What Bicep creates in Azure: the container and the table. The orders schema is the app's
+    # to create on a local engine (adapters/sql/schema.py): the database starts empty.
     database = f"sas{uuid.uuid4().hex[:8]}"
     cosmos_client.create_database(database).create_container("orderState", PartitionKey("/OrderID"))
     orders = f"Driver={{SQLite3}};Database={tmp_path / 'orders-odbc.db'}"
-    pyodbc_orders_repository(orders, SQLITE_ODBC, SQLITE_SCHEMA)
     TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
     app = start_app(
         loop,

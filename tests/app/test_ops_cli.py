@@ -81,3 +81,17 @@ def test_submit_goes_through_the_front_end_checks(app: App) -> None:
     assert [s["OrderID"] for s in app.statuses("status-app-b")] == ["cli-1", "cli-1"]
     code, text = ops("submit", "--order-id", "bad/id")
     assert code == 1 and "OrderID" in text
+
+
+def test_dlq_resubmit_moves_only_its_message(app: App) -> None:
+    """The other dead letters are neither received nor counted: their delivery counts stay."""
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    for n in range(3):
+        app.submit(submission("o-1", quantity=5 + n), message_id=f"o-1-conflict-{n}")
+    app.run_until(lambda: len(app.dead_letters("orders")) == 3)
+    before = {m.message_id: m.delivery_count for m in app.dead_letters("orders")}
+
+    assert ops("dlq", "resubmit", "orders", "o-1-conflict-1")[0] == 0
+    after = {m.message_id: m.delivery_count for m in app.dead_letters("orders")}
+    assert after == {k: v for k, v in before.items() if k != "o-1-conflict-1"}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from devhost import app_package
 from devhost.worker import LoadedFunction
 from devhost.worker_processes import WorkerProcesses
@@ -105,6 +106,7 @@ def test_devhost_refuses_an_app_the_worker_refuses_naming_the_annotation(
         [sys.executable, "-m", "devhost", "start", "--app-dir", str(app), "--port", "0"],
         check=False,
         cwd=ROOT,
+        env={**os.environ, SETTINGS_FILE_VARIABLE: str(app / "local.settings.json")},
         capture_output=True,
         text=True,
         timeout=120,

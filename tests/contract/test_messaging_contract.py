@@ -219,3 +219,32 @@ def test_a_value_body_from_another_amqp_client_reads_as_its_bytes(broker_rigs: I
     [message] = rig.receive_all(1)
     assert (message.message_id, message.body) == ("v-1", b'{"n": 1}')
     rig.bus.complete(message)
+
+
+def test_resubmitting_a_dead_letter_leaves_the_ones_behind_it_untouched(rig: Rig) -> None:
+    """Found by a peek and moved alone: the dead letters after it keep their delivery counts
+    (on Service Bus, the ones ahead of it are locked on the way; see resubmit_dead_letter)."""
+    for n in range(4):
+        rig.messaging.send(rig.queue, json.dumps({"n": n}), message_id=f"m-{n}")
+    for message in rig.receive_all(4):
+        rig.messaging.dead_letter(rig.queue, message.lock_token, "Bug", "fixed since")
+    dead_letters = f"{rig.queue}/$deadletterqueue"
+    before = {m.message_id: m.delivery_count for m in rig.messaging.peek(dead_letters, 10)}
+    assert rig.messaging.resubmit_dead_letter(rig.queue, "m-0")
+    assert not rig.messaging.resubmit_dead_letter(rig.queue, "absent")
+    after = {m.message_id: m.delivery_count for m in rig.messaging.peek(dead_letters, 10)}
+    assert after == {k: v for k, v in before.items() if k != "m-0"}
+
+
+def test_remove_completes_the_named_messages_and_keeps_the_rest(rig: Rig) -> None:
+    """ops alerts ack / drain: the named ones leave the queue; the others stay, with their
+    delivery counts unchanged behind the last one removed."""
+    for n in range(4):
+        rig.messaging.send(rig.queue, json.dumps({"n": n}), message_id=f"m-{n}")
+    before = {m.message_id: m.delivery_count for m in rig.messaging.peek(rig.queue, 10)}
+    assert rig.messaging.remove(rig.queue, {"m-0", "m-2", "absent"}) == ["m-0", "m-2"]
+    left = rig.messaging.peek(rig.queue, 10)
+    assert [m.message_id for m in left] == ["m-1", "m-3"]
+    assert left[-1].delivery_count == before["m-3"]
+    assert rig.messaging.remove(rig.queue, None) == ["m-1", "m-3"]
+    assert rig.messaging.peek(rig.queue, 10) == []

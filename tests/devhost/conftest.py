@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 
+from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from devhost.clock import Clock, VirtualClock
 from devhost.host import IDLE_WAIT, Host
 
@@ -76,6 +77,7 @@ def make_sample(
 ) -> Sample:
     output = tmp_path / "out.jsonl"
     monkeypatch.setenv("SAMPLE_OUTPUT", str(output))
+    monkeypatch.setenv(SETTINGS_FILE_VARIABLE, str(SAMPLE_APP / "local.settings.json"))
     # Set per test: the host exports it to the process environment for the app to read.
     monkeypatch.setenv("LOCAL_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
     host = Host(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from demo.stack import free_port, wait_for
 from tests.devhost.conftest import SAMPLE_APP
 
@@ -23,7 +24,12 @@ class Devhost:
     def __init__(self, data_dir: Path, output: Path) -> None:
         self.port = free_port()
         self.data_dir = data_dir
-        self.env = {**os.environ, "SAMPLE_OUTPUT": str(output), "PYTHONPATH": str(ROOT)}
+        self.env = {
+            **os.environ,
+            "SAMPLE_OUTPUT": str(output),
+            "PYTHONPATH": str(ROOT),
+            SETTINGS_FILE_VARIABLE: str(SAMPLE_APP / "local.settings.json"),
+        }
         self.process: subprocess.Popen[str] | None = None
         self.log = data_dir.parent / "devhost.log"
 
