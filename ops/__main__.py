@@ -490,20 +490,24 @@ def _schema(script: str | None, console: Console, as_json: bool) -> int:
     return 0
 
 
+def _token(app: str, console: Console, as_json: bool) -> int:
+    settings = Settings.from_env(os.environ)
+    issued = app_token(settings, registered_name(settings, app))
+    console.print(
+        json.dumps({"access_token": issued}) if as_json else issued,
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
+    return 0
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     load_local_settings(args.app_dir.resolve())
     if args.command == "schema":
         return _schema(args.script, console, args.json)
     if args.command == "token":  # no stores needed
-        settings = Settings.from_env(os.environ)
-        issued = app_token(settings, registered_name(settings, args.app))
-        console.print(
-            json.dumps({"access_token": issued}) if args.json else issued,
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
-        return 0
+        return _token(args.app, console, args.json)
     # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
     ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
     match args.command:
