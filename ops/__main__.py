@@ -504,10 +504,12 @@ def _token(app: str, console: Console, as_json: bool) -> int:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     load_local_settings(args.app_dir.resolve())
-    if args.command == "schema":
-        return _schema(args.script, console, args.json)
-    if args.command == "token":  # no stores needed
-        return _token(args.app, console, args.json)
+    if args.command in ("schema", "token"):  # no stores needed
+        return (
+            _schema(args.script, console, args.json)
+            if args.command == "schema"
+            else _token(args.app, console, args.json)
+        )
     # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
     ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
     match args.command:
