@@ -33,6 +33,7 @@ import urllib3
 from adapters.factory import create_orders_schema
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from services.settings import Settings
+from testing.local_issuer import from_settings
 from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,9 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True)
     children: list[subprocess.Popen[bytes]] = []
     try:
-        with emulators(workdir) as endpoints:
+        with (
+            emulators(workdir) as endpoints,
+            from_settings(settings(workdir, endpoints, 0), port=0) as issuer,
+        ):
             simulator_port = free_port()
-            values = settings(workdir, endpoints, simulator_port)
+            # The front end's local Entra ID, on loopback: `ops smoke`, `ops token` and curl get
+            # their tokens from it, and the front end checks them against its keys.
+            values = settings(workdir, endpoints, simulator_port) | issuer.settings()
             urllib3.disable_warnings()  # the Cosmos DB server's certificate is self-signed, on loopback
             init = _init_emulators()
             init.create_cosmos(values)
