@@ -10,6 +10,7 @@
     python -m ops compensate ID        # undo an Error (or CompensationFailed) order
     python -m ops dlq list QUEUE
     python -m ops dlq resubmit QUEUE MESSAGE_ID
+    python -m ops dashboard [--port 8765]   # the operator's picture on loopback (ops/dashboard.py)
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
 gaps. Add ``--json`` for machine-readable output. Exit codes: 0 done, 1 refused or not found.
@@ -34,6 +35,7 @@ from adapters.factory import build_ports
 from adapters.local_settings import load_local_settings
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.states import ProcessState
+from ops.dashboard import run_dashboard
 from ops.tokens import TokenError, app_token
 from services import frontend, operator
 from services.context import Ports
@@ -233,6 +235,8 @@ def _parser() -> argparse.ArgumentParser:
     dlq = commands.add_parser("dlq", help="dead-letter queues").add_subparsers(
         dest="dlq_command", required=True
     )
+    board = commands.add_parser("dashboard", help="the operator's picture, live, on 127.0.0.1")
+    board.add_argument("--port", type=int, default=8765, help="0 for any free port")
     dlq.add_parser("list").add_argument("queue")
     again = dlq.add_parser("resubmit")
     again.add_argument("queue")
@@ -255,6 +259,8 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
                 highlight=False,
             )
             return 0
+        if args.command == "dashboard":  # builds its ports on its own store thread
+            return run_dashboard(args.port, console)
         # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
         ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
         match args.command:
