@@ -17,7 +17,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,16 +42,16 @@ FINAL_STATUSES = frozenset(
     {OrderStatus.COMPLETED, OrderStatus.FAILED, OrderStatus.COMPENSATED, OrderStatus.COMPENSATION_FAILED}
 )
 HISTORY = 900  # samples of the store's counts the page can chart (15 minutes at one a second)
+DEAD_LETTERS = "$deadletterqueue"  # a queue's dead-letter sub-queue, as Service Bus names it
 LIMIT = 1000  # messages peeked, records listed: an operator's view, not an export
 T = TypeVar("T")
 
 
 @runtime_checkable
 class Browsable(Protocol):
-    """What the local bus offers to read a queue without changing it."""
+    """What the messaging adapters offer operators to read a queue without changing it."""
 
-    def peek(self, queue: str, max_messages: int = 100) -> list[Any]: ...
-    def counts(self, queue: str) -> dict[str, int]: ...
+    def peek(self, queue: str, limit: int) -> Sequence[Any]: ...
 
 
 @dataclass
@@ -177,7 +177,7 @@ class Picture:
         if bus is not None:
             for message in bus.peek(self.settings.alerts_queue, LIMIT):
                 alerts[str(json.loads(message.body).get("Event"))] += 1
-            dead_letters = {queue: bus.counts(queue)["dead_letter"] for queue in self.queues()}
+            dead_letters = {queue: len(bus.peek(f"{queue}/{DEAD_LETTERS}", LIMIT)) for queue in self.queues()}
         else:
             dead_letters = {queue: None for queue in self.queues()}
         t = self.telemetry

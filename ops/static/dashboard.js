@@ -1,7 +1,6 @@
 // The operator's picture: polls /api/summary each second and redraws. No build step: plain
 // browser JavaScript and uPlot (vendored beside this file).
 "use strict";
-const STATES = ["Pending", "Processing", "Compensating", "Completed", "Compensated", "Error", "CompensationFailed"];
 const charts = {};
 const fmt = (v) => (v === null || v === undefined ? "—" : Number.isInteger(v) ? String(v) : Number(v).toFixed(2));
 
@@ -31,6 +30,7 @@ function chart(id, labels, data) {
 }
 
 function render(s) {
+  const STATES = Object.keys(s.states);  // the server's ProcessState order
   document.getElementById("updated").textContent = `store time ${s.at} · profile ${s.profile}`;
   counts("states", STATES.map((state) => [state, s.states[state]]));
   document.getElementById("transitions").textContent =
