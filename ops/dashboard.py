@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -422,11 +423,14 @@ def telemetry_dir(environ: dict[str, str] | os._Environ[str]) -> Path | None:
 
 
 async def serve(build: Callable[[], Ports], port: int, announce: Callable[[str], None]) -> None:
-    """Serve until cancelled (Ctrl-C)."""
+    """Serve until SIGTERM or Ctrl-C: a stack that started it (demo/stack.py) stops it cleanly."""
     dashboard = Dashboard(build, telemetry_dir(os.environ))
     announce(await dashboard.start(port))
+    stopped = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, stopped.set)
     try:
-        await asyncio.Event().wait()
+        await stopped.wait()
     finally:
         await dashboard.stop()
 
