@@ -67,9 +67,11 @@ def emitted(root: Path) -> Emitted:
                 variable = holder.attr if isinstance(holder, ast.Attribute) else holder.id
                 if variable in instruments and (
                     path.as_posix().endswith(TELEMETRY)
-                    or (isinstance(holder, ast.Attribute)
-                    and isinstance(holder.value, ast.Name)
-                    and holder.value.id == "telemetry")
+                    or (
+                        isinstance(holder, ast.Attribute)
+                        and isinstance(holder.value, ast.Name)
+                        and holder.value.id == "telemetry"
+                    )
                 ):
                     keys: set[str] = set()
                     for argument in node.args[1:]:
