@@ -172,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
         default=Path(".demo"),
         help=f"where the run keeps its data; emptied first only if an earlier run made it ({MARKER})",
     )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the stack and its dashboard up after the run, until Ctrl-C"
+    )
     return parser
 
 
@@ -220,6 +223,19 @@ def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading
     return False
 
 
+def _explore(console: Console, dashboard: str) -> None:
+    """--keep: the stack stays up for exploring until Ctrl-C; then the demo reports as usual."""
+    console.print(
+        f"[bold]--keep[/]: the stack stays up; the dashboard is at {dashboard}. Ctrl-C ends the demo."
+    )
+    never = threading.Event()  # the demo's own stop event is set by now
+    try:
+        while not never.wait(3600):
+            pass
+    except KeyboardInterrupt:
+        console.print("ending the demo")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
@@ -239,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException:
         stack.stop()  # whatever did start (a later start-up step failed, or Ctrl-C)
         raise
+    dashboard = stack.start_dashboard()
+    console.print(f"[bold]Dashboard[/] (live, read-only): {dashboard}", highlight=False)
     orders_a, orders_b = build_orders(args.orders, args.seed)
     bus_path = str(stack.workdir / "servicebus.db")
     apps = [
@@ -259,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for app in apps:
             app.stop()
+        if args.keep:
+            _explore(console, dashboard)
         snapshot = take_snapshot(run)
         codes = stack.stop()
     for event in run.events:

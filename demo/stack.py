@@ -162,6 +162,15 @@ class Stack:
             "devhost",
         )
 
+    def start_dashboard(self) -> str:
+        """The operator's page (``python -m ops dashboard``) over this stack's stores and telemetry;
+        stopped with the rest of the stack."""
+        port = free_port()
+        self._spawn("dashboard", ["-m", "ops", "--app-dir", str(ROOT), "dashboard", "--port", str(port)])
+        url = f"http://127.0.0.1:{port}/"
+        wait_for(lambda: self._answers(f"{url}api/summary", "dashboard"), "the dashboard")
+        return url
+
     def start_agent(self, name: str) -> None:
         self._spawn(name, ["-m", "agent_worker", "--app-dir", str(ROOT), "--name", name])
 

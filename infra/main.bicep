@@ -503,6 +503,20 @@ module alerts 'modules/alerts.bicep' = {
   }
 }
 
+// The operator's workbook, under the Application Insights component (docs/operating.md).
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+    serviceBusId: serviceBus.outputs.id
+    backlogThreshold: functionApp.outputs.backlogThreshold
+    maxInFlight: functionApp.outputs.maxInFlight
+  }
+}
+
 // azd reads these into the environment (.azure/<env>/.env); the post-provision script uses them.
 output AZURE_LOCATION string = location
 output AZURE_TENANT_ID string = tenant().tenantId

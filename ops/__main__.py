@@ -16,6 +16,7 @@
     python -m ops dlq resubmit QUEUE MESSAGE_ID
     python -m ops schema               # create or migrate the orders database's schema (idempotent)
     python -m ops schema --script sqlserver   # the same as a sqlcmd script (the post-provision step)
+    python -m ops dashboard [--port 8765]   # the operator's picture on loopback (ops/dashboard.py)
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
 gaps. ``--json`` (before or after the command) gives machine-readable output. Exit codes: 0 done,
@@ -47,6 +48,7 @@ from domain.apps import RegistryError, SubmittingApp
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import StateRecord
 from domain.states import ProcessState
+from ops.dashboard import run_dashboard
 from ops.tokens import TokenError, app_token
 from services import frontend, operator
 from services.context import Ports
@@ -461,6 +463,8 @@ def _parser() -> argparse.ArgumentParser:
     dlq = command("dlq", "dead-letter queues").add_subparsers(
         dest="dlq_command", required=True, parser_class=_Parser
     )
+    board = command("dashboard", "the operator's picture, live, on 127.0.0.1")
+    board.add_argument("--port", type=int, default=8765, help="0 for any free port")
     command("list", "a queue's dead letters", dlq).add_argument("queue")
     again = command("resubmit", "move one dead letter back to its queue", dlq)
     again.add_argument("queue")
@@ -504,12 +508,13 @@ def _token(app: str, console: Console, as_json: bool) -> int:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     load_local_settings(args.app_dir.resolve())
-    if args.command in ("schema", "token"):  # no stores needed
-        return (
-            _schema(args.script, console, args.json)
-            if args.command == "schema"
-            else _token(args.app, console, args.json)
-        )
+    storeless = {  # no stores needed, or (the dashboard) its own, on its own store thread
+        "dashboard": lambda: run_dashboard(args.port, console),
+        "schema": lambda: _schema(args.script, console, args.json),
+        "token": lambda: _token(args.app, console, args.json),
+    }
+    if args.command in storeless:
+        return storeless[args.command]()
     # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
     ops = Ops(build_ports(Settings.from_env(os.environ), host_clock()), console, args.json)
     match args.command:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the tests need beyond Python: the ODBC driver manager with the SQLite and
 # PostgreSQL ODBC drivers and the PostgreSQL server (the orders repository's pyodbc paths; the
-# tests start their own throwaway cluster), and Node.js for the emulators. Installs what is
+# tests start their own throwaway cluster), Node.js for the emulators, and Chromium for the
+# dashboard's browser test (Playwright drives /usr/bin/chromium; it cannot download a browser here). Installs what is
 # missing when run as root (CI, this project's machines); otherwise says what to install.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ odbcinst -q -d 2>/dev/null | grep -q '^\[PostgreSQL Unicode\]$' || missing+=(uni
 # Debian keeps the server binaries out of PATH, one directory per major version.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

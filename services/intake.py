@@ -64,7 +64,9 @@ def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
         with order_span("submission.rejected", None, reason=invalid.reason, message_id=delivery.message_id):
             _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
         return None
-    with order_span("submission", submission.OrderID, message_id=delivery.message_id) as span:
+    with order_span(
+        "submission", submission.OrderID, message_id=delivery.message_id, app=submission.SubmittedBy
+    ) as span:
         result = _submit(submission, delivery, ports)
         span.set_attribute("sas.outcome", result.outcome.value)
         return result

@@ -36,12 +36,15 @@ def post_status(
         log.warning("order %s has no status queue: %s not posted", order_id, status.value)
         return
     message = StatusMessage(OrderID=order_id, Status=status, At=now, Detail=detail)
-    sender.send(
-        queue,
-        message.model_dump_json(),
-        message_id=message_id or f"{order_id}:{status.value}",
-        correlation_id=order_id,
-    )
+    # A marker in the order's trace: the workbook's latency (submission to final status) and its
+    # table of failed orders with their reasons read it.
+    with telemetry.order_span("status", order_id, status=status.value, detail=(detail or "")[:500] or None):
+        sender.send(
+            queue,
+            message.model_dump_json(),
+            message_id=message_id or f"{order_id}:{status.value}",
+            correlation_id=order_id,
+        )
 
 
 def raise_alert(

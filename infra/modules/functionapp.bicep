@@ -383,6 +383,9 @@ resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(front
 output id string = app.id
 output name string = app.name
 output defaultHostName string = app.properties.defaultHostName
+// The Scheduler's limits, for the workbook's backlog and in-flight chart (workbook.bicep).
+output backlogThreshold string = appSettings.properties.SAS_BACKLOG_THRESHOLD
+output maxInFlight string = appSettings.properties.SAS_MAX_IN_FLIGHT
 
 // What SAS_SUBMITTERS says, for the post-provision step that assigns each of these apps the
 // front end's Orders.Submit app role (infra/scripts/app_roles.py).

@@ -49,6 +49,18 @@ class Unknown:
         return f"Unknown({self.why})"
 
 
+def _replace(original: Any, old: Any, new: Any) -> Any:
+    """``replace()``, keeping what is known: a deployment-time ID put into a known template (the
+    workbook's content) leaves the rest of the text checkable, as ``Unknown.partial``."""
+    if isinstance(original, str) and isinstance(old, str) and isinstance(new, str):
+        return original.replace(old, new)
+    text = original.partial if isinstance(original, Unknown) else original
+    if isinstance(text, str) and text and isinstance(old, str):
+        filled = text.replace(old, new.partial or "<?>" if isinstance(new, Unknown) else str(new))
+        return Unknown("replace() with a value known only after deployment", partial=filled)
+    return Unknown("replace() of an unknown value")
+
+
 class ParseError(Exception):
     def __init__(self, line: int | None, message: str) -> None:
         super().__init__(message)
@@ -350,7 +362,14 @@ class Instance:
             if raw.get("json_path") is None and path.is_file():
                 return json.loads(path.read_text(encoding="utf-8"))
             return Unknown("loadJsonContent")
+        if kind == "load_text_content":
+            path = self.file.path.parent / str(raw.get("file_path"))
+            if raw.get("encoding") is None and path.is_file():
+                return path.read_text(encoding="utf-8")
+            return Unknown("loadTextContent")
         args = [self.eval(v, local) for v in raw.values() if v is not None]
+        if kind == "replace" and len(args) == 3:
+            return _replace(*args)
         if any(isinstance(v, Unknown) for v in args):
             return Unknown(f"{kind}() of an unknown value")
         if kind == "join" and len(args) == 2 and isinstance(args[0], list):

@@ -28,6 +28,12 @@ SECRETS: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "workspace has local authentication off",
     ),
     (
+        re.compile(r"InstrumentationKey", re.I),
+        "an Application Insights instrumentation key",
+        "link a workbook by the component's resource ID (sourceId); telemetry uses the connection "
+        "string with Entra authentication",
+    ),
+    (
         re.compile(r"password", re.I),
         "a password",
         "no passwords anywhere: Entra ID only (managed identities, Entra-only SQL)",
@@ -300,6 +306,7 @@ def check_resources(deployment: Deployment, report: Report) -> None:
     for resource in deployment.resources("Microsoft.App/managedEnvironments"):
         _check_environment_logs(resource, report)
     _check_sql(deployment, report)
+    check_workbooks(deployment, report)
     for resource in deployment.resources("Microsoft.Authorization/roleAssignments"):
         _check_role_assignment(resource, report, needs_principal_type=True)
     for resource in deployment.resources("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"):
@@ -405,4 +412,75 @@ def check_queue_properties(file: str, line: int | None, label: str, properties: 
             line,
             f"{label}: maxDeliveryCount is {shown}, must be 1..{MAX_DELIVERY_COUNT_LIMIT}",
             f"set a small maxDeliveryCount (at most {MAX_DELIVERY_COUNT_LIMIT}) literally",
+        )
+
+
+WORKBOOK_VERSION = "Notebook/1.0"
+PLACEHOLDER = re.compile(r"__[A-Z][A-Z_]*__")
+
+
+def check_workbooks(deployment: Deployment, report: Report) -> None:
+    """The operator's workbook (infra/modules/workbook.bicep) is deployed, shared, listed under the
+    Application Insights component the deployment creates (``sourceId`` traced to it, not a typed
+    ID), and its content, where known offline, is a Notebook/1.0 with every placeholder filled."""
+    workbooks = deployment.resources("Microsoft.Insights/workbooks")
+    if not workbooks:
+        report.add(
+            "infra/main.bicep",
+            1,
+            "no Microsoft.Insights/workbooks deployed: the operator's workbook is missing",
+            "deploy modules/workbook.bicep from main.bicep (docs/operating.md)",
+        )
+    components = {
+        (instance.path, resource.symbol)
+        for instance in deployment.instances
+        for resource in instance.all_resources()
+        if resource.type.lower() == "microsoft.insights/components" and not resource.existing
+    }
+    for resource in workbooks:
+        where = resource.file.rel
+        _require(report, resource, ("kind",), "shared", "a workbook every operator with access sees")
+        _require(report, resource, ("properties", "category"), "workbook", "listed under Workbooks")
+        source = resource.get("properties", "sourceId")
+        origin = source.origin if isinstance(source, Unknown) else None
+        if origin not in components:
+            report.add(
+                where,
+                resource.file.line_of("sourceId", resource.line, resource.end_line) or resource.line,
+                f"workbook '{resource.symbol}': sourceId is not the id of an Application Insights "
+                "component this deployment creates",
+                "pass the component's id (monitoring.outputs.applicationInsightsId) as sourceId",
+            )
+        if resource.get("identity") is not None:
+            report.add(
+                where,
+                resource.line,
+                f"workbook '{resource.symbol}' has an identity",
+                "remove it: a workbook's queries run as the signed-in user (Azure RBAC)",
+            )
+        content = resource.get("properties", "serializedData")
+        # The deployment fills in IDs known only then; the rest of the text is known offline.
+        known = content.partial if isinstance(content, Unknown) else content
+        if isinstance(known, str) and known:
+            _check_workbook_content(where, resource.line, known, report)
+        else:
+            report.add(
+                where,
+                resource.line,
+                f"workbook '{resource.symbol}': serializedData is not known offline",
+                "load it with loadTextContent() from infra/workbooks/ and fill it in with replace()",
+            )
+
+
+def _check_workbook_content(where: str, line: int, content: str, report: Report) -> None:
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError as error:
+        report.add(where, line, f"workbook content is not JSON: {error}", "fix the workbook file")
+        return
+    if not isinstance(parsed, dict) or parsed.get("version") != WORKBOOK_VERSION:
+        report.add(where, line, f"workbook content is not a {WORKBOOK_VERSION}", "export it from the portal")
+    for left in sorted(set(PLACEHOLDER.findall(content))):
+        report.add(
+            where, line, f"workbook placeholder {left} is never filled in", "replace() it in workbook.bicep"
         )
