@@ -254,9 +254,18 @@ def test_a_local_sql_server_container_may_use_a_sql_login() -> None:
     )
 
 
+# The columns information_schema reports for the schema the post-provision step made.
+DEPLOYED_COLUMNS = {
+    "orders": ("OrderID", "Customer", "TotalMinor", "StatusQueue", "OrderHash", "Status", "StatusVersion",
+               "CreatedAt", "UpdatedAt"),
+    "orderlines": ("OrderID", "LineNumber", "Sku", "Quantity", "UnitPriceMinor"),
+}  # fmt: skip
+
+
 class FakeAzureSql:
-    """Stands in for ``pyodbc.connect``: o-1 was committed by another instance after this one's
-    NOT EXISTS ran, so the INSERT fails with 2627 and the read finds the winner's row."""
+    """Stands in for ``pyodbc.connect``: the schema is deployed (the app checks it, as on SQL
+    Server it creates nothing), and o-1 was committed by another instance after this one's NOT
+    EXISTS ran, so the INSERT fails with 2627 and the read finds the winner's row."""
 
     def __init__(self) -> None:
         self.connection_strings: list[str] = []
@@ -273,6 +282,9 @@ class FakeAzureSql:
     def execute(self, sql: str, params: tuple[Any, ...]) -> None:
         stored = order()
         created = stored.CreatedAt.replace(tzinfo=None)
+        if "information_schema.columns" in sql:
+            self.rows = [(column,) for column in DEPLOYED_COLUMNS[str(params[0])]]
+            return
         if sql.startswith("INSERT INTO Orders"):
             raise PK_VIOLATION
         if "FROM Orders" in sql:
