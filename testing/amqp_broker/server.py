@@ -8,6 +8,7 @@ import logging
 import threading
 import uuid
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -413,6 +414,14 @@ class Broker:
         self._injector.trigger(ApplicationEvent("broker_sweep", subject=done))
         if not done.wait(timeout):
             raise TimeoutError("the broker did not run its timers")
+
+    def wait_for_renewals(
+        self, queue: str, lock_tokens: Iterable[str], beyond: float, timeout: float = 10.0
+    ) -> bool:
+        """Until every lock of ``lock_tokens`` on ``queue`` was renewed past ``beyond`` seconds
+        ahead of the broker's clock; False if that did not happen within ``timeout``."""
+        tokens = [uuid.UUID(token) for token in lock_tokens]
+        return self.store.wait_for_locks(entity_of(queue), tokens, self.clock.now() + beyond, timeout)
 
     def queue_depth(self, queue: str) -> int:
         """Messages in the queue, locked and scheduled ones included."""

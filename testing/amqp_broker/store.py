@@ -134,6 +134,8 @@ class _Entity:
 class Store:
     def __init__(self, queues: Iterable[QueueSettings]) -> None:
         self._lock = threading.Lock()
+        # Told of every lock renewal, so a test can wait for renewals instead of polling for them.
+        self._renewed = threading.Condition(self._lock)
         self._entities: dict[str, _Entity] = {}
         self._next_sequence = 1
         for settings in queues:
@@ -282,7 +284,21 @@ class Store:
             entity = self._entity(name)
             message = self._locked(entity, token, now)
             message.locked_until = now + entity.settings.lock_duration.total_seconds()
+            self._renewed.notify_all()
             return message.locked_until
+
+    def wait_for_locks(self, name: str, tokens: Iterable[uuid.UUID], past: float, timeout: float) -> bool:
+        """Until each of ``tokens`` holds its message's lock beyond ``past`` (False if ``timeout``
+        seconds pass first, or a lock is gone)."""
+        wanted = list(tokens)
+
+        def held() -> bool:
+            entity = self._entity(name)
+            messages = [entity.messages.get(entity.locks.get(token, -1)) for token in wanted]
+            return all(m is not None and m.locked_until > past for m in messages)
+
+        with self._renewed:
+            return self._renewed.wait_for(held, timeout)
 
     def _return(self, entity: _Entity, message: _Message) -> None:
         """Back on the queue after an abandon or a lost lock, unless its deliveries are used up."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import async_api as playwright_api
 
 from adapters.clock import host_clock
 from adapters.factory import build_ports
@@ -36,14 +37,15 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-playwright_api = pytest.importorskip(
-    "playwright.async_api",
-    reason="the Python package playwright is missing: pip install -r requirements-dev.txt",
-)
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason=f"{CHROMIUM} is missing: install Debian's chromium package (make system-deps)",
-)
+
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    # `make test` installs it (make system-deps): missing, the test fails naming what to install.
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (make system-deps)")
+
+
 ORDERS = [("dash-ok-1", "app-a"), ("dash-ok-2", "app-b"), ("dash-fail", "app-a")]
 
 

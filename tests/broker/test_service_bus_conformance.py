@@ -11,7 +11,6 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,21 +30,12 @@ from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusErro
 from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, uint, ulong
 from proton.utils import BlockingConnection
 
-from testing.amqp_broker import Broker
 from testing.amqp_broker.frames import LenientSocket
 from tests.broker.support import PLAIN, SHORT_LOCK, receive_until
 from tests.servicebus_broker import BrokerFactory
 
 QUOTAS = "https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas"
 KB = 1024
-
-
-def _wait_until(condition: Callable[[], bool], within: float = 10.0, what: str = "the condition") -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # --- message properties: the quotas page --------------------------------------------------------
@@ -116,14 +106,6 @@ def test_a_batch_with_one_message_over_the_property_quota_is_refused_whole(
 # --- lock renewal of many messages on one receiver ----------------------------------------------
 
 
-def _renewed_past(messages: list[ServiceBusReceivedMessage], moment: datetime) -> Callable[[], bool]:
-    return lambda: all(m.locked_until_utc is not None and m.locked_until_utc > moment for m in messages)
-
-
-def _broker_now(broker: Broker) -> datetime:
-    return datetime.fromtimestamp(broker.clock.now(), UTC)
-
-
 def test_auto_lock_renewer_keeps_ten_locks_on_one_receiver(servicebus_broker_with: BrokerFactory) -> None:
     """Microsoft's sample ``samples/sync_samples/auto_lock_renew.py`` (azure-sdk-for-python,
     servicebus): ten messages registered with one AutoLockRenewer on one receiver, their locks
@@ -153,9 +135,9 @@ def test_auto_lock_renewer_keeps_ten_locks_on_one_receiver(servicebus_broker_wit
             received_at = broker.clock.now()
             while broker.clock.now() - received_at < 6:
                 broker.advance(1)
-                _wait_until(
-                    _renewed_past(messages, _broker_now(broker) + timedelta(seconds=4)),
-                    what="every lock to be renewed past the broker's clock",
+                tokens = [str(m.lock_token) for m in messages]
+                assert broker.wait_for_renewals("q", tokens, beyond=4), (
+                    "every lock renewed past the broker's clock"
                 )
             for message in messages:
                 receiver.complete_message(message)
@@ -191,11 +173,10 @@ def test_async_auto_lock_renewer_keeps_ten_locks_on_one_receiver(
                 received_at = broker.clock.now()
                 while broker.clock.now() - received_at < 6:
                     broker.advance(1)
-                    renewed = _renewed_past(messages, _broker_now(broker) + timedelta(seconds=4))
-                    deadline = time.monotonic() + 10
-                    while not renewed():
-                        assert time.monotonic() < deadline, "every lock to be renewed past the broker's clock"
-                        await asyncio.sleep(0.05)  # lets the renewer's tasks run
+                    tokens = [str(m.lock_token) for m in messages]
+                    # Off the event loop, so the renewer's tasks run while the broker is waited on.
+                    renewed = await asyncio.to_thread(broker.wait_for_renewals, "q", tokens, 4)
+                    assert renewed, "every lock renewed past the broker's clock"
                 for message in messages:
                     await receiver.complete_message(message)
             await renewer.close()
