@@ -11,6 +11,7 @@ from ``domain.sample_workflow``.
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from activities.contracts import (
@@ -201,6 +202,25 @@ def send_agent_request(work: AgentRequestInput, ports: Ports) -> str:
     return rid
 
 
+def _log_undo(
+    ports: Ports, order_id: str, workflow: Workflow, step: str, *, references: dict[str, str], now: datetime
+) -> None:
+    """The compensation log's entry for how to undo ``step``, if it can be undone (R9)."""
+    compensation = workflow.step(step).compensation
+    if compensation is None:
+        return
+    ports.compensation_log.append(
+        CompensationEntry(
+            OrderID=order_id,
+            Sequence=workflow.sequence(step),
+            Step=step,
+            Action=compensation,
+            Data=references,
+            RecordedAt=now,
+        )
+    )
+
+
 def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = None) -> FencedResult:
     """A step (or its compensation) is done: log how to undo it first, then mark it (R9)."""
     attempt = Attempt.of(work)
@@ -211,24 +231,13 @@ def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = Non
     workflow = _workflow(stored.record)
     now = ports.clock.now()
     if stored.record.ProcessState is ProcessState.PROCESSING:
-        compensation = workflow.step(step).compensation
-        if compensation is not None:
-            result = work.Result or {}
-            references = {
-                str(k): str(v)
-                for k, v in result.items()
-                if str(k).endswith(_REFERENCE_SUFFIX) and isinstance(v, str | int)
-            }
-            ports.compensation_log.append(
-                CompensationEntry(
-                    OrderID=attempt.order_id,
-                    Sequence=workflow.sequence(step),
-                    Step=step,
-                    Action=compensation,
-                    Data=references,
-                    RecordedAt=now,
-                )
-            )
+        result = work.Result or {}
+        references = {
+            str(k): str(v)
+            for k, v in result.items()
+            if str(k).endswith(_REFERENCE_SUFFIX) and isinstance(v, str | int)
+        }
+        _log_undo(ports, attempt.order_id, workflow, step, references=references, now=now)
     record = fenced_update(
         ports.states,
         attempt.order_id,
@@ -242,20 +251,9 @@ def record_step(work: RecordStepInput, ports: Ports, stored: Stored | None = Non
         return FencedResult(Fenced=True)
     if record.ProcessState is ProcessState.COMPENSATING:
         # After the fenced write: a fenced-out attempt must not mark anything undone.
-        compensation = workflow.step(step).compensation
-        if compensation is not None:
-            # A step undone because its request went out, never recorded done, has no entry
-            # yet: the log gets one (no references: it has none), so it tells the whole story.
-            ports.compensation_log.append(
-                CompensationEntry(
-                    OrderID=attempt.order_id,
-                    Sequence=workflow.sequence(step),
-                    Step=step,
-                    Action=compensation,
-                    Data={},
-                    RecordedAt=now,
-                )
-            )
+        # A step undone because its request went out, never recorded done, has no entry yet:
+        # the log gets one (no references: it has none), so it tells the whole story.
+        _log_undo(ports, attempt.order_id, workflow, step, references={}, now=now)
         ports.compensation_log.record_outcome(attempt.order_id, step, CompensationOutcome.COMPENSATED, now)
     return FencedResult(Fenced=False)
 

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import secrets
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from domain import transitions
@@ -71,23 +72,15 @@ async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) 
     starter's next tick; the starter remains the sweeper for what this misses (a full cap, a
     crash between the write and the start, a lost race)."""
     settings = ports.settings
-    try:
-        claim = await asyncio.to_thread(
-            claim_one,
-            ports.states,
-            ports.clock,
-            settings.scheduler_policy,
-            stored,
-            max_in_flight=settings.max_in_flight,
-        )
-    except Exception:  # the work it was called after is done; the starter sweeps this order up
-        log.exception("could not start order %s at once; the starter will", stored.record.OrderID)
-        return False
-    if claim is None:
-        return False
-    ports.records.remember(claim.stored)
-    await _start(client, claim)
-    return True
+    claimed = await _claim_and_start(
+        client,
+        ports,
+        lambda: claim_one(
+            ports.states, ports.clock, settings.scheduler_policy, stored, max_in_flight=settings.max_in_flight
+        ),
+        f"could not start order {stored.record.OrderID} at once",
+    )
+    return claimed is not None
 
 
 async def refill(client: OrchestrationStarter, ports: Ports) -> Claim | None:
@@ -95,22 +88,31 @@ async def refill(client: OrchestrationStarter, ports: Ports) -> Claim | None:
     so a backlog drains at the rate attempts end rather than at the starter's. Called after the
     ending's write; a failure here leaves the order Pending for the starter's next tick."""
     settings = ports.settings
+    return await _claim_and_start(
+        client,
+        ports,
+        lambda: claim_next(
+            ports.states, ports.clock, settings.scheduler_policy, max_in_flight=settings.max_in_flight
+        ),
+        "could not refill a freed slot",
+    )
+
+
+async def _claim_and_start(
+    client: OrchestrationStarter, ports: Ports, claim: Callable[[], Claim | None], failed: str
+) -> Claim | None:
+    """``claim`` off the event loop, then the start. The work it follows is done: a claim that
+    fails is logged and left for the starter to sweep up."""
     try:
-        claim = await asyncio.to_thread(
-            claim_next,
-            ports.states,
-            ports.clock,
-            settings.scheduler_policy,
-            max_in_flight=settings.max_in_flight,
-        )
-    except Exception:  # the attempt's own work is done; the starter sweeps what this missed
-        log.exception("could not refill a freed slot; the starter will")
+        claimed = await asyncio.to_thread(claim)
+    except Exception:
+        log.exception("%s; the starter will", failed)
         return None
-    if claim is None:
+    if claimed is None:
         return None
-    ports.records.remember(claim.stored)
-    await _start(client, claim)
-    return claim
+    ports.records.remember(claimed.stored)
+    await _start(client, claimed)
+    return claimed
 
 
 async def _start(client: OrchestrationStarter, claim: Claim) -> None:

@@ -73,7 +73,7 @@ def split_sections(payload: bytes) -> list[Section]:
             value = None
             if code not in _UNREAD:
                 data.next()
-                value = _owned(data.get_object())
+                value = owned(data.get_object())
         except DataException as error:
             raise ValueError(f"not an AMQP message: {error}") from None
         sections.append(Section(code, payload[offset : offset + consumed], value))
@@ -81,18 +81,18 @@ def split_sections(payload: bytes) -> list[Section]:
     return sections
 
 
-def _owned(value: Any) -> Any:
+def owned(value: Any) -> Any:
     """A copy that outlives the decoder: proton returns binaries as views into its own buffer."""
     if isinstance(value, memoryview):
         return value.tobytes()
     if isinstance(value, list):
-        return [_owned(item) for item in value]
+        return [owned(item) for item in value]
     if isinstance(value, dict):
-        return {key: _owned(item) for key, item in value.items()}
+        return {key: owned(item) for key, item in value.items()}
     if isinstance(value, Described):
-        return Described(value.descriptor, _owned(value.value))
+        return Described(value.descriptor, owned(value.value))
     if isinstance(value, Array):
-        return Array(value.descriptor, value.type, *[_owned(item) for item in value.elements])
+        return Array(value.descriptor, value.type, *[owned(item) for item in value.elements])
     return value
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 from proton import Data, DataException, Described, symbol, uint, ulong
 
+from testing.amqp_broker import codec
+
 _PROTOCOL_HEADER = b"AMQP"
 _FRAME_HEADER = 8
 _AMQP_FRAME = 0
@@ -245,7 +247,7 @@ def _performative(body: bytes) -> tuple[list[Any], int] | None:
     performative.next()
     value = performative.get_object()
     fields = value.value if isinstance(value, Described) and isinstance(value.value, list) else []
-    return [_owned(item) for item in fields], consumed
+    return [codec.owned(item) for item in fields], consumed
 
 
 def _passing_after(data: bytes, passing: int, sent: int) -> int:
@@ -280,18 +282,6 @@ def _dispositions(frame: _Frame, fields: list[Any], channel: _Channel) -> bytes:
             one[2] = None
         frames += frame.with_performative(_DISPOSITION, one)
     return bytes(frames)
-
-
-def _owned(value: Any) -> Any:
-    if isinstance(value, memoryview):
-        return value.tobytes()
-    if isinstance(value, list):
-        return [_owned(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _owned(item) for key, item in value.items()}
-    if isinstance(value, Described):
-        return Described(value.descriptor, _owned(value.value))
-    return value
 
 
 def _encode(code: int, fields: list[Any]) -> bytes:

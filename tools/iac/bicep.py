@@ -49,6 +49,15 @@ class Unknown:
         return f"Unknown({self.why})"
 
 
+def shown(value: object) -> str:
+    """A setting's value as a problem names it: not set, unknown offline (and why), or its repr."""
+    if value is None:
+        return "not set"
+    if isinstance(value, Unknown):
+        return f"unknown offline ({value.why})"
+    return repr(value)
+
+
 def _replace(original: Any, old: Any, new: Any) -> Any:
     """``replace()``, keeping what is known: a deployment-time ID put into a known template (the
     workbook's content) leaves the rest of the text checkable, as ``Unknown.partial``."""

@@ -17,7 +17,7 @@ With ``azureStorage``: no scheduler, and no setting that moves the provider or t
 from typing import Any
 
 from tools.iac import cross_checks, policy
-from tools.iac.bicep import Resource, ResourceRef, Unknown
+from tools.iac.bicep import Resource, ResourceRef, Unknown, shown
 from tools.iac.infra_rules import Deployment
 from tools.iac.problems import Report
 
@@ -140,7 +140,7 @@ def _check_settings(app: cross_checks.Target, hub_names: set[Any], report: Repor
     if kind != policy.DTS_PROVIDER_TYPE:
         problem(
             policy.DTS_PROVIDER_TYPE_SETTING,
-            f"{policy.DTS_PROVIDER_TYPE_SETTING} is {_shown(kind)}, so the host stays on Azure Storage",
+            f"{policy.DTS_PROVIDER_TYPE_SETTING} is {shown(kind)}, so the host stays on Azure Storage",
             f"set it to '{policy.DTS_PROVIDER_TYPE}' with durableBackend durableTaskScheduler",
         )
     connection_name = values.get(policy.DTS_CONNECTION_NAME_SETTING)
@@ -150,7 +150,7 @@ def _check_settings(app: cross_checks.Target, hub_names: set[Any], report: Repor
     if missing or not isinstance(connection_name, str):
         problem(
             policy.DTS_CONNECTION_NAME_SETTING,
-            f"the Durable Task Scheduler connection ({_shown(connection_name)}) is not identity-based "
+            f"the Durable Task Scheduler connection ({shown(connection_name)}) is not identity-based "
             f"(lacks {', '.join(missing) or 'a setting'})",
             "name a setting holding 'Endpoint=<scheduler endpoint>;Authentication=ManagedIdentity;"
             "ClientID=<the identity's client ID>'",
@@ -159,7 +159,7 @@ def _check_settings(app: cross_checks.Target, hub_names: set[Any], report: Repor
     if hub not in hub_names:
         problem(
             policy.DTS_HUB_NAME_SETTING,
-            f"{policy.DTS_HUB_NAME_SETTING} is {_shown(hub)}, not a deployed task hub "
+            f"{policy.DTS_HUB_NAME_SETTING} is {shown(hub)}, not a deployed task hub "
             f"({', '.join(sorted(map(str, hub_names)))})",
             "set it to the task hub's name",
         )
@@ -167,15 +167,7 @@ def _check_settings(app: cross_checks.Target, hub_names: set[Any], report: Repor
     if bundle != policy.DTS_BUNDLE_ID:
         problem(
             policy.BUNDLE_ID_SETTING,
-            f"{policy.BUNDLE_ID_SETTING} is {_shown(bundle)}: a Python app gets the azureManaged "
+            f"{policy.BUNDLE_ID_SETTING} is {shown(bundle)}: a Python app gets the azureManaged "
             "provider from the preview bundle",
             f"set it to '{policy.DTS_BUNDLE_ID}' (and its version range)",
         )
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "not set"
-    if isinstance(value, Unknown):
-        return f"unknown offline ({value.why})"
-    return repr(value)

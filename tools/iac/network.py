@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tools.iac import policy
-from tools.iac.bicep import Instance, Resource, Unknown
+from tools.iac.bicep import Instance, Resource, Unknown, shown
 from tools.iac.infra_rules import Deployment
 from tools.iac.problems import Report
 
@@ -122,8 +122,7 @@ def _check_isolated(
                 resource.file.rel,
                 resource.file.line_of("publicNetworkAccess", resource.line, resource.end_line)
                 or resource.line,
-                f"with networkIsolation, {label} is reachable publicly "
-                f"(publicNetworkAccess {_shown(access)})",
+                f"with networkIsolation, {label} is reachable publicly (publicNetworkAccess {shown(access)})",
                 "set publicNetworkAccess: 'Disabled' when networkIsolation is on",
             )
         if (instance.path, resource.symbol) not in endpoints:
@@ -138,7 +137,7 @@ def _check_isolated(
             report.add(
                 resource.file.rel,
                 resource.file.line_of("sku", resource.line, resource.end_line) or resource.line,
-                f"with networkIsolation, {label} is {_shown(resource.get('sku', 'name'))}: private "
+                f"with networkIsolation, {label} is {shown(resource.get('sku', 'name'))}: private "
                 f"endpoints need {sku}",
                 f"raise its SKU to {sku} when networkIsolation is on",
             )
@@ -206,11 +205,3 @@ def check_docs(root: Path, found: Mapping[Any, Deployment], report: Report) -> N
 
 def _line_of(text: str, needle: str) -> int | None:
     return next((n for n, line in enumerate(text.splitlines(), start=1) if needle in line), None)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "not set"
-    if isinstance(value, Unknown):
-        return f"unknown offline ({value.why})"
-    return repr(value)
