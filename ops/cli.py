@@ -17,10 +17,13 @@
     python -m ops schema               # create or migrate the orders database's schema (idempotent)
     python -m ops schema --script sqlserver   # the same as a sqlcmd script (the post-provision step)
     python -m ops dashboard [--port 8765]   # the operator's picture on loopback (ops/dashboard.py)
+    python -m ops instances --name order_workflow_v1 [--status Running,Pending]   # drain check
+    python -m ops --azd [--azd-env NAME] smoke    # against a deployment (ops/azd.py)
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
-gaps. ``--json`` (before or after the command) gives machine-readable output. Exit codes: 0 done,
-1 refused or not found, 2 a bad argument or settings, 3 a store or the bus is unavailable.
+gaps; with ``--azd``, from the azd environment's values instead. ``--json`` (before or after the
+command) gives machine-readable output. Exit codes: 0 done, 1 refused or not found, 2 a bad
+argument or settings, 3 a store or the bus is unavailable.
 """
 
 import argparse
@@ -39,15 +42,19 @@ from adapters.servicebus.messages import QueueNotFound
 from domain.apps import RegistryError
 from domain.errors import DependencyUnavailable
 from domain.states import ProcessState
-from ops import alerts, dead_letters, orders, queues, schema, smoke
+from ops import alerts, azd, dead_letters, instances, orders, queues, schema, smoke
 from ops.dashboard import run_dashboard
 from ops.errors import EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE, BadArgument, Refused
 from ops.output import Output
+from ops.queues import QueueBrowser
 from ops.tokens import TokenError, show_token
 from services.context import Ports
 from services.settings import Settings, SettingsError
 
 __all__ = ["EXIT_REFUSED", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
+
+AZD_HELP = "against the deployment of the current azd environment (ops/azd.py)"
+AZD_ENV_HELP = "against this azd environment's deployment (implies --azd)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,11 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
     )
+    common.add_argument("--azd", action="store_true", default=argparse.SUPPRESS, help=AZD_HELP)
+    common.add_argument("--azd-env", metavar="NAME", default=argparse.SUPPRESS, help=AZD_ENV_HELP)
     parser = _Parser(prog="python -m ops", description=(__doc__ or "").split("\n")[0])
     # Its own actions, with defaults: ``common``'s are shared by every command, and
     # set_defaults here would change their default too.
     parser.add_argument("--app-dir", type=Path, default=Path.cwd(), help="where local.settings.json is")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--azd", action="store_true", help=AZD_HELP)
+    parser.add_argument("--azd-env", metavar="NAME", help=AZD_ENV_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help: str, parent: Any = commands) -> argparse.ArgumentParser:
@@ -112,17 +123,41 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("queue")
     again.add_argument("message_id")
     smoking = command("smoke", "submit one order as an app and wait for its final status")
-    smoking.add_argument("--app", default="a", help="a registered app: its name (app-c) or c")
+    smoking.add_argument(
+        "--app", help="a registered app: its name (app-c) or c (default a; --azd: the sample app)"
+    )
     smoking.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the final status")
     smoking.add_argument("--interval", type=float, default=1.0, help="seconds between looks at the queue")
     ddl = command("schema", "create or migrate the orders database's schema")
     ddl.add_argument(
         "--script", choices=["sqlserver", "postgresql", "sqlite"], help="print the DDL instead of running it"
     )
+    _instances(command("instances", "Durable orchestration instances of one orchestrator (a drain check)"))
     return parser
 
 
+def _instances(listed: argparse.ArgumentParser) -> None:
+    listed.add_argument("--name", required=True, help="the orchestrator's name, e.g. order_workflow_v1")
+    listed.add_argument(
+        "--status",
+        type=_statuses,
+        default=instances.DEFAULT_STATUSES,
+        help="comma-separated runtime statuses (default Running,Pending)",
+    )
+    listed.add_argument("--url", help="devhost's base URL (default http://127.0.0.1:$DEVHOST_PORT)")
+
+
+def _statuses(text: str) -> tuple[str, ...]:
+    try:
+        return instances.runtime_statuses(text)
+    except ValueError as unknown:
+        raise argparse.ArgumentTypeError(str(unknown)) from None
+
+
 def _run(args: argparse.Namespace, out: Output) -> int:
+    if args.azd or args.azd_env:
+        _on_deployment(args, out)
+        return 0
     load_local_settings(args.app_dir.resolve())
     match args.command:  # no stores needed, or (the dashboard) its own, on its own store thread
         case "dashboard":
@@ -131,6 +166,9 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             schema.run(args.script, out)
         case "token":
             show_token(args.app, out)
+        case "instances":
+            url = args.url or instances.devhost_url()
+            instances.show(out, args.name, args.status, instances.from_durable_api(url, args.status))
         case _:
             # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
             _on_ports(args, build_ports(Settings.from_env(os.environ), host_clock()), out)
@@ -145,25 +183,54 @@ def _on_ports(args: argparse.Namespace, ports: Ports, out: Output) -> None:
         case "status":
             orders.status(ports, out, args.order_id)
         case "smoke":
-            smoke.smoke(smoke.local(ports, args.app), out, args.timeout, args.interval)
+            smoke.smoke(smoke.local(ports, args.app or "a"), out, args.timeout, args.interval)
         case "show":
             orders.timeline(ports, out, args.order_id)
         case "list":
             orders.list_orders(ports, out, args.state, args.limit)
         case "watch":
             orders.watch(ports, out, args.interval, args.once)
+        case "alerts" | "dlq":
+            _on_queues(args, settings, queues.browser(ports), out)
+        case "resubmit" | "compensate":
+            orders.move(ports, out, args.order_id, args.command)
+
+
+def _on_queues(args: argparse.Namespace, settings: Settings, browser: QueueBrowser, out: Output) -> None:
+    match args.command:
         case "alerts" if args.alerts_command in ("ack", "drain"):
             # ack names the alerts (message_id), drain at most an event: each lacks the other.
             message_ids, event = getattr(args, "message_id", None), getattr(args, "event", None)
-            alerts.remove(settings, queues.browser(ports), out, message_ids, event)
+            alerts.remove(settings, browser, out, message_ids, event)
         case "alerts":
-            alerts.list_alerts(settings, queues.browser(ports), out, args.limit)
-        case "resubmit" | "compensate":
-            orders.move(ports, out, args.order_id, args.command)
+            alerts.list_alerts(settings, browser, out, args.limit)
         case "dlq" if args.dlq_command == "list":
-            dead_letters.list_dead_letters(settings, queues.browser(ports), out, args.queue)
+            dead_letters.list_dead_letters(settings, browser, out, args.queue)
         case "dlq":
-            dead_letters.resubmit(settings, queues.browser(ports), out, args.queue, args.message_id)
+            dead_letters.resubmit(settings, browser, out, args.queue, args.message_id)
+
+
+def _on_deployment(args: argparse.Namespace, out: Output) -> None:
+    """``--azd``: the commands that need no store of the app's, against a deployment."""
+    if args.command not in azd.COMMANDS:
+        raise BadArgument(
+            f"--azd runs {', '.join(azd.COMMANDS)}; {args.command} reads the app's stores, which ops "
+            'does not reach from azd values yet (docs/operating.md, "ops against a deployment")'
+        )
+    app_dir = args.app_dir.resolve()
+    deployment = azd.Deployment(azd.read_values(app_dir, args.azd_env))
+    if args.command == "instances":
+        found = azd.task_hub_instances(deployment, azd.task_hub(deployment, app_dir), args.name, args.status)
+        instances.show(out, args.name, args.status, found)
+        return
+    browser = deployment.queues()
+    try:
+        if args.command == "smoke":
+            smoke.smoke(smoke.deployed(deployment, args.app, browser, out), out, args.timeout, args.interval)
+        else:
+            _on_queues(args, deployment.settings, browser, out)
+    finally:
+        browser.close()
 
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> int:
@@ -179,5 +246,6 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
     except DependencyUnavailable as outage:
         code, message = EXIT_UNAVAILABLE, str(outage)
     # One line, never wrapped or marked up: what went wrong, for a person or a script.
+    message = " ".join(message.split())  # an SDK's message may run over several lines
     errors.print(f"ops: {message}", style="red", markup=False, highlight=False, soft_wrap=True)
     return code

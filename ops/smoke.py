@@ -7,14 +7,15 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ops import queues
+from ops import azd, queues
 from ops.apps import registered
-from ops.errors import Refused
+from ops.errors import BadArgument, Refused
 from ops.orders import FrontEnd, local_front_end, order_body, post_order
 from ops.output import Output
+from ops.queues import QueueBrowser
 from ops.tokens import app_token
 from services.context import Ports
 
@@ -70,4 +71,29 @@ def local(ports: Ports, app: str) -> Smoke:
         front_end=local_front_end(ports),
         statuses=lambda queue, order_id: queues.bodies(browser, queue, order_id),
         now=ports.clock.now,
+    )
+
+
+def deployed(deployment: azd.Deployment, app: str | None, browser: QueueBrowser, out: Output) -> Smoke:
+    """Against a deployment (``--azd``): as the sample app, with its certificate's token, posted
+    to the deployed front end; its status queue peeked on Service Bus as the deployer. Every
+    value is checked before anything is sent."""
+    sample = deployment.sample_app
+    if app is not None and app not in (sample.name, sample.name.removeprefix("app-")):
+        raise BadArgument(f"--azd smoke submits as the sample app ({sample.name}), not {app!r}")
+    scope, url = deployment.scope, deployment.orders_url
+    source = azd.token_source(deployment.sample_app_credential(), scope)
+
+    def token() -> str:
+        issued = source()
+        out.step("smoke", "token", {"App": sample.name, "ClientId": sample.client_id, "Scope": scope})
+        return issued
+
+    out.step("smoke", "deployment", {"FrontEnd": url, "StatusQueue": sample.status_queue})
+    return Smoke(
+        status_queue=sample.status_queue,
+        token=token,
+        front_end=azd.http_front_end(url),
+        statuses=lambda queue, order_id: queues.bodies(browser, queue, order_id),
+        now=lambda: datetime.now(UTC),
     )
