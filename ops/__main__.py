@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK: argcomplete completes `python -m ops` (docs/operating.md, "Shell completion")
 """``python -m ops``: the operator CLI (ops/cli.py)."""
 
 import sys

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import argcomplete
 from rich.console import Console
 
 from adapters.clock import host_clock
@@ -234,7 +235,11 @@ def _on_deployment(args: argparse.Namespace, out: Output) -> None:
 
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # Completing a command line (the shell sets _ARGCOMPLETE), it prints the completions and
+    # exits; otherwise it returns at once.
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     console = console or Console()
     errors = Console(file=sys.stderr) if console.file is sys.stdout else console
     try:
