@@ -90,7 +90,9 @@ def read_values(app_dir: Path, environment: str | None) -> dict[str, str]:
             command, cwd=app_dir, capture_output=True, text=True, timeout=AZD_TIMEOUT_SECONDS, check=False
         )
     except subprocess.TimeoutExpired:
-        raise DependencyUnavailable("azd", f"`azd env get-values` took over {AZD_TIMEOUT_SECONDS}s") from None
+        raise DependencyUnavailable(
+            "Azure Developer CLI", f"`azd env get-values` took over {AZD_TIMEOUT_SECONDS}s"
+        ) from None
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split()) or f"exit code {done.returncode}"
         raise BadArgument(f"azd env get-values (in {app_dir}) failed: {said}")
