@@ -158,7 +158,7 @@ def _check_simulator_on(on: Deployment, report: Report) -> None:
                 "give it ingress with external: false (internal), never a public endpoint",
             )
         if not app.identities:
-            report.add(*where, f"{label} has no user-assigned identity of its own", "give it its own identity")
+            report.add(*where, f"{label} has no user-assigned identity of its own", "give it one")
         elif app.identities & others:
             report.add(
                 *where,
@@ -178,7 +178,8 @@ def _check_simulator_on(on: Deployment, report: Report) -> None:
 def _check_simulator_roles(deployment: Deployment, app: App, report: Report) -> None:
     allowed = {r.lower() for r in policy.SIMULATOR_ROLES}
     for assignment in deployment.resources(*ROLE_TYPES):
-        if assignment.deployed is False or _origin(assignment.get("properties", "principalId")) not in app.identities:
+        principal = _origin(assignment.get("properties", "principalId"))
+        if assignment.deployed is False or principal not in app.identities:
             continue
         role = isolation.role_of(assignment)
         if role not in allowed:
@@ -219,16 +220,16 @@ def _scope(assignment: Resource) -> str:
     return where.name if where.kind == "queue" else str(where)
 
 
+def _covers(allowed: str, scope: str) -> bool:
+    """Whether a scope OPERATOR_ROLES lists covers this one ('status-*': any one status queue)."""
+    if allowed == f"{policy.STATUS_QUEUE_PREFIX}*":
+        return scope.startswith(policy.STATUS_QUEUE_PREFIX) and scope != allowed
+    return scope == allowed
+
+
 def _allowed(role: str, scope: str) -> bool:
-    entry = policy.OPERATOR_ROLES.get(role) or next(
-        (v for k, v in policy.OPERATOR_ROLES.items() if k.lower() == role), None
-    )
-    if entry is None:
-        return False
-    scopes = entry[0]
-    return scope in scopes or (
-        "status-*" in scopes and scope.startswith(policy.STATUS_QUEUE_PREFIX) and scope != "status-*"
-    )
+    scopes = policy.OPERATOR_ROLES.get(role, (frozenset[str](), ""))[0]
+    return any(_covers(allowed, scope) for allowed in scopes)
 
 
 def _deployer_roles(deployment: Deployment) -> list[tuple[Resource, str, str]]:
@@ -253,11 +254,11 @@ def _check_deployer_on(on: Deployment, main: Instance, report: Report) -> None:
     line = main.file.line_of(f"param {policy.OPERATOR_ROLES_PARAM} ")
     for role, (scopes, why) in policy.OPERATOR_ROLES.items():
         for scope in sorted(scopes):
-            if not any(r == role.lower() and (s == scope or _allowed(r, s) and scope == "status-*") for _, r, s in held):
+            if not any(r == role and _covers(scope, s) for _, r, s in held):
                 report.add(
                     main.file.rel,
                     line,
-                    f"{ON} the deployer holds no {ROLE_NAMES[role.lower()]} at {scope}: {why}",
+                    f"{ON} the deployer holds no {ROLE_NAMES[role]} at {scope}: {why}",
                     "grant it, scoped to that entity (modules/operator-rbac.bicep)",
                 )
 
