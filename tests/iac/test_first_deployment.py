@@ -1,28 +1,19 @@
 """A first deployment's options (deploySimulator, grantDeployerOperatorRoles): the project checker
 evaluates both on and both off (tools/iac/first_deployment.py), and breaking what either needs —
-in a copy of the repository — fails, naming it. The helpers and fixtures are test_iac.py's."""
+in a copy of the repository — fails, naming it. The helpers are test_iac.py's; the fixtures
+(``clean``, ``root``) tests/iac/conftest.py's."""
 
 from pathlib import Path
 
 import pytest
 
-from tests.iac.test_iac import assert_fails, copy_repo, edit, needs_bicep
+from tests.iac.test_iac import assert_fails, edit, needs_bicep
 from tools.iac import policy
 
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
 OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
 BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader: allowed, not to them
 SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
-
-
-@pytest.fixture(scope="session")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_repo(tmp_path_factory.mktemp("clean"))
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path)
 
 
 def containerapp(root: Path) -> Path:
@@ -41,27 +32,27 @@ def rbac(root: Path) -> Path:
 
 
 @needs_bicep
-def test_the_simulator_with_external_ingress_fails(root: Path, clean: Path) -> None:
-    edit(containerapp(root), "external: false", "external: true")
-    assert_fails(root, ON, "simulator Container App 'simulatorApp' has ingress.external True", clean=clean)
-
-
-@needs_bicep
-def test_the_simulator_deployed_with_the_option_off_fails(root: Path, clean: Path) -> None:
-    edit(containerapp(root), "= if (deploySimulator) {", "= {")
-    assert_fails(root, OFF, "the simulator Container App 'simulatorApp' is deployed", clean=clean)
-
-
-@needs_bicep
-def test_the_simulator_must_be_deployed_with_the_option_on(root: Path, clean: Path) -> None:
-    edit(containerapp(root), "= if (deploySimulator) {", "= if (!deploySimulator) {")
-    assert_fails(root, ON, "no Container App tagged azd-service-name 'simulator' is deployed", clean=clean)
-
-
-@needs_bicep
-def test_the_simulator_running_as_the_agent_fails(root: Path, clean: Path) -> None:
-    edit(containerapp(root), "'${simulatorIdentityId}': {}", "'${identityId}': {}")
-    assert_fails(root, ON, "runs as the agent's or the Function App's identity", clean=clean)
+@pytest.mark.parametrize(
+    ("old", "new", "needles"),
+    [
+        ("external: false", "external: true", (ON, "'simulatorApp' has ingress.external True")),
+        ("= if (deploySimulator) {", "= {", (OFF, "the simulator Container App 'simulatorApp' is deployed")),
+        (
+            "= if (deploySimulator) {",
+            "= if (!deploySimulator) {",
+            (ON, "no Container App tagged azd-service-name 'simulator' is deployed"),
+        ),
+        (
+            "'${simulatorIdentityId}': {}",
+            "'${identityId}': {}",
+            (ON, "runs as the agent's or the Function App's identity"),
+        ),
+    ],
+    ids=["external-ingress", "deployed-when-off", "missing-when-on", "agent-identity"],
+)
+def test_the_simulator_broken(root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]) -> None:
+    edit(containerapp(root), old, new)
+    assert_fails(root, *needles, clean=clean)
 
 
 @needs_bicep

@@ -101,14 +101,20 @@ def _apps(deployment: Deployment, service: str) -> list[App]:
                 continue
             if resource.deployed is False:
                 continue
-            identities: set[Origin] = set()
-            keys = resource.get("identity", "userAssignedIdentities")
-            for key in keys if isinstance(keys, dict) else {}:
-                match = INTERPOLATED.fullmatch(key)
-                origin = _origin(instance.eval_path(match.group(1).strip(), {})) if match else None
-                if origin is not None:
-                    identities.add(origin)
-            found.append(App(resource, identities, _origin(resource.get("properties", "environmentId"))))
+            environment = _origin(resource.get("properties", "environmentId"))
+            found.append(App(resource, _identities(instance, resource), environment))
+    return found
+
+
+def _identities(instance: Instance, resource: Resource) -> set[Origin]:
+    """The identity resources behind a resource's user-assigned identities (by their origin)."""
+    found: set[Origin] = set()
+    keys = resource.get("identity", "userAssignedIdentities")
+    for key in keys if isinstance(keys, dict) else {}:
+        match = INTERPOLATED.fullmatch(key)
+        origin = _origin(instance.eval_path(match.group(1).strip(), {})) if match else None
+        if origin is not None:
+            found.add(origin)
     return found
 
 
@@ -118,16 +124,13 @@ def _origin(value: object) -> Origin | None:
 
 def _site_identities(deployment: Deployment) -> set[Origin]:
     """The identities of every Function App."""
-    found: set[Origin] = set()
-    for instance in deployment.instances:
-        for site in (r for r in instance.all_resources() if cross_checks.is_function_app(r)):
-            keys = site.get("identity", "userAssignedIdentities")
-            for key in keys if isinstance(keys, dict) else {}:
-                match = INTERPOLATED.fullmatch(key)
-                origin = _origin(instance.eval_path(match.group(1).strip(), {})) if match else None
-                if origin is not None:
-                    found.add(origin)
-    return found
+    return {
+        origin
+        for instance in deployment.instances
+        for site in instance.all_resources()
+        if cross_checks.is_function_app(site)
+        for origin in _identities(instance, site)
+    }
 
 
 def _check_simulator_on(on: Deployment, report: Report) -> None:
