@@ -16,7 +16,8 @@ import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from devhost.clock import Clock, VirtualClock
-from devhost.host import IDLE_WAIT, Host
+from devhost.host import Host
+from devhost.polling import IDLE_WAIT
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 T = TypeVar("T")
