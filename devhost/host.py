@@ -11,9 +11,11 @@ and drives their pollers (``polling``) in one of two ways:
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from datetime import datetime, timedelta
@@ -29,7 +31,7 @@ from devhost.config import DevhostConfig, load_host_json, queues_from_emulator_c
 from devhost.durable_engine import DurableEngine
 from devhost.durable_store import DurableStore
 from devhost.durable_triggers import DurableTriggers
-from devhost.http_triggers import HttpTriggers
+from devhost.http_triggers import HttpTriggers, listen
 from devhost.indexing import FunctionSpec, IndexingError, index
 from devhost.polling import IDLE_WAIT, Poller
 from devhost.protocol import function_rpc_pb2 as rpc
@@ -83,6 +85,7 @@ class Host:
         self.idle_wait = idle_wait
         self.functions: list[FunctionSpec] = []
         self._lock_file: TextIO | None = None
+        self._listener: socket.socket | None = None
         self._loops: list[asyncio.Task[None]] = []
         # Work outside the app that tests run in lock-step with the host (e.g. a scripted agent).
         self.extra_sources: list[ExtraSource] = []
@@ -105,6 +108,7 @@ class Host:
 
     async def start(self) -> None:
         self._lock_data_dir()
+        self._listener = self._take_port()
         # Set before the workers start, which take their environment with them: the app's
         # embedded messaging adapter and agent processes open the same local bus file.
         self.env["LOCAL_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
@@ -142,7 +146,7 @@ class Host:
         self._timers = TimerTriggers(
             self.by_trigger("timerTrigger"), self._durable.store, self.clock, self.invoke
         )
-        await self._http.start(config.port)
+        await self._http.start(self._listener)
         await self._timers.start()
 
     async def stop(self) -> None:
@@ -154,6 +158,9 @@ class Host:
         self._loops.clear()
         if self._http is not None:
             await self._http.stop()
+        if self._listener is not None:
+            self._listener.close()  # the server closed it already, unless the start failed before it ran
+            self._listener = None
         await self.worker.stop()
         # The Durable SDK keeps one aiohttp session per process; close it with the host so no
         # "unclosed session" warning is left behind. Guarded: it is not public API.
@@ -190,6 +197,18 @@ class Host:
             lock.close()
             raise HostError(f"another devhost is running on {self.config.data_dir}") from None
         self._lock_file = lock
+
+    def _take_port(self) -> socket.socket:
+        port = self.config.port
+        try:
+            return listen(port)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            raise HostError(
+                f"port {port} (HTTP) is in use: choose another with --port N or the DEVHOST_PORT "
+                "setting (0 picks a free one)"
+            ) from None
 
     def by_trigger(self, trigger_type: str) -> list[FunctionSpec]:
         return [f for f in self.functions if f.trigger_type == trigger_type]

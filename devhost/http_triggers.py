@@ -7,6 +7,7 @@ needs no poller: the same server answers in virtual time and in real time.
 
 import functools
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 
@@ -29,6 +30,12 @@ MAX_REQUEST_HEADERS_TOTAL_SIZE = 32 * 1024
 MAX_REQUEST_HEADER_COUNT = 100
 # devhost's own cap on a request body, not the platform's.
 MAX_BODY_SIZE = 16 * 1024 * 1024
+
+
+def listen(port: int) -> socket.socket:
+    """The HTTP port on loopback, taken before anything slow starts, so a port in use is known at
+    once (``OSError`` with ``EADDRINUSE``); 0 picks a free one."""
+    return socket.create_server(("127.0.0.1", port))
 
 
 class HttpTriggers:
@@ -55,7 +62,8 @@ class HttpTriggers:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.bound_port}"
 
-    async def start(self, port: int) -> None:
+    async def start(self, listener: socket.socket) -> None:
+        """Serve on ``listener``, a socket from ``listen``."""
         self._runner = _AppRunner(
             self._app,
             access_log=None,
@@ -68,11 +76,8 @@ class HttpTriggers:
             max_headers=MAX_REQUEST_HEADER_COUNT + 2,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else port
+        await web.SockSite(self._runner, listener).start()
+        self.bound_port = listener.getsockname()[1]
 
     async def stop(self) -> None:
         if self._runner is not None:
