@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost import bindings
-from devhost.clock import Clock
+from devhost.clock import HostClock
 from devhost.durable_engine import (
     ActivityOutcome,
     DurableEngine,
@@ -35,7 +35,7 @@ class DurableTriggers:
         orchestrators: Sequence[FunctionSpec],
         activities: Sequence[FunctionSpec],
         *,
-        clock: Clock,
+        clock: HostClock,
         invoke: Invoke,
         concurrency: int,
     ) -> None:

@@ -26,7 +26,7 @@ from azure.durable_functions.models.utils import http_utils as durable_http
 
 from adapters.clock import use_host_clock
 from devhost import app_package, bindings, durable_api, polling
-from devhost.clock import Clock, SystemClock, VirtualClock
+from devhost.clock import HostClock, SystemClock, VirtualClock
 from devhost.config import DevhostConfig, load_host_json, queues_from_emulator_config, route_prefix
 from devhost.durable_engine import DurableEngine
 from devhost.durable_store import DurableStore
@@ -65,7 +65,7 @@ class Host:
         self,
         app_dir: Path,
         *,
-        clock: Clock | None = None,
+        clock: HostClock | None = None,
         data_dir: Path | None = None,
         port: int | None = None,
         env: MutableMapping[str, str] | None = None,
@@ -81,7 +81,7 @@ class Host:
         # Read first, as the Functions host reads it before it starts a worker: a bad one is a
         # start-up error, not a traceback after the workers are up.
         self.host_json = load_host_json(self.app_dir)
-        self.clock: Clock = clock or SystemClock()
+        self.clock: HostClock = clock or SystemClock()
         self.idle_wait = idle_wait
         self.functions: list[FunctionSpec] = []
         self._lock_file: TextIO | None = None

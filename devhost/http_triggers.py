@@ -2,7 +2,7 @@
 
 The Functions host refuses some requests in Kestrel, before any function runs; devhost does the
 same with Kestrel's default limits. Requests are served whenever the event loop runs, so HTTP
-needs no poller: the same server answers in virtual time and in real time.
+needs no poller: the same server responds in virtual time and in real time.
 """
 
 import functools
@@ -103,7 +103,7 @@ class HttpTriggers:
 
 
 def _refusal(error: BaseException | None) -> tuple[HTTPStatus, str] | None:
-    """Kestrel's answer to a request over its limits, as aiohttp's parser reports it; None for any
+    """Kestrel's refusal of a request over its limits, as aiohttp's parser reports it; None for any
     other bad request. Which limit a ``LineTooLong`` hit tells the request line from a header."""
     if isinstance(error, LineTooLong):
         limit = error.args[1]
@@ -121,8 +121,8 @@ def _log_refusal(remote: str | None, status: HTTPStatus, why: str) -> None:
 
 
 class _HttpProtocol(web.RequestHandler):
-    """aiohttp's connection handler, answering a request over Kestrel's limits as Kestrel does:
-    414 or 431 and a closed connection, where aiohttp answers 400 and logs a traceback."""
+    """aiohttp's connection handler, refusing a request over Kestrel's limits as Kestrel does:
+    414 or 431 and a closed connection, where aiohttp responds 400 and logs a traceback."""
 
     __slots__ = ()
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Protocol
 
-from devhost.clock import Clock
+from devhost.clock import HostClock
 from devhost.indexing import FunctionSpec
 from devhost.protocol import function_rpc_pb2 as rpc
 
@@ -71,7 +71,7 @@ async def step(poller: Poller) -> int:
     return started
 
 
-async def serve(poller: Poller, clock: Clock, idle_wait: float) -> None:
+async def serve(poller: Poller, clock: HostClock, idle_wait: float) -> None:
     """Real time, until cancelled: poll whenever woken or due, never on a fixed interval."""
     try:
         while True:
@@ -87,7 +87,7 @@ async def serve(poller: Poller, clock: Clock, idle_wait: float) -> None:
         await poller.stop()
 
 
-async def _idle(wake: asyncio.Event, due: datetime | None, clock: Clock, idle_wait: float) -> None:
+async def _idle(wake: asyncio.Event, due: datetime | None, clock: HostClock, idle_wait: float) -> None:
     """Until ``wake`` is set or ``due`` comes, and no longer than ``idle_wait``. asyncio sleeps
     on the monotonic clock, which a suspended laptop or a stepped wall clock leaves behind, and
     ``due`` is on the wall clock: hence the bound even when something is due."""

@@ -18,7 +18,7 @@ from adapters.servicebus.azure import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost import bindings
-from devhost.clock import Clock, VirtualClock
+from devhost.clock import HostClock, VirtualClock
 from devhost.indexing import FunctionSpec
 from devhost.polling import Invoke
 from devhost.settings import SettingsError
@@ -58,7 +58,7 @@ class ServiceBusTriggers:
         bus_path: Path,
         declared: list[QueueConfig],
         config_path: Path | None,
-        clock: Clock,
+        clock: HostClock,
         invoke: Invoke,
         concurrency: int,
         operations: Counter[str],
@@ -255,7 +255,7 @@ def _open_bus(
     env: Mapping[str, str],
     path: Path,
     declared: list[QueueConfig],
-    clock: Clock,
+    clock: HostClock,
 ) -> TriggerBus:
     """The local bus when the triggers' connection is "local", else the broker it names (a
     connection string, or a namespace reached with DefaultAzureCredential)."""

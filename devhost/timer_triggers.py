@@ -10,14 +10,13 @@ from datetime import datetime
 from croniter import croniter
 
 from devhost import bindings
-from devhost.clock import Clock
+from devhost.clock import HostClock
 from devhost.durable_store import DurableStore
+from devhost.durable_wire import format_time, parse_time
 from devhost.indexing import FunctionSpec
 from devhost.polling import Invoke
 from devhost.settings import SettingsError
 from devhost.worker import InvocationFailed
-from domain.timestamps import format_ts as ts
-from domain.timestamps import parse_ts
 
 log = logging.getLogger("devhost")
 
@@ -28,7 +27,7 @@ class TimerTriggers:
     name = "timer loop"
 
     def __init__(
-        self, specs: Sequence[FunctionSpec], store: DurableStore, clock: Clock, invoke: Invoke
+        self, specs: Sequence[FunctionSpec], store: DurableStore, clock: HostClock, invoke: Invoke
     ) -> None:
         for spec in specs:
             schedule = str(spec.trigger["schedule"])
@@ -79,11 +78,11 @@ class TimerTriggers:
 
     def _last_fired(self, name: str) -> datetime | None:
         stamp = self._store.last_fired(name)
-        return parse_ts(stamp) if stamp is not None else None
+        return parse_time(stamp) if stamp is not None else None
 
     async def _fire(self, spec: FunctionSpec, *, past_due: bool, scheduled: datetime) -> None:
         with self._store.tx() as tx:
-            tx.record_fired(spec.name, ts(scheduled))
+            tx.record_fired(spec.name, format_time(scheduled))
         info, metadata = bindings.timer_info(
             past_due=past_due,
             last=scheduled,
