@@ -2,16 +2,15 @@
 how to choose another, and exit code 2 like its other start-up errors (devhost/README.md)."""
 
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.devhost.cli import devhost_start
+
 pytestmark = pytest.mark.processes  # python -m devhost start
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 
 
@@ -23,15 +22,7 @@ def taken_port() -> Iterator[int]:
 
 
 def test_a_busy_http_port_is_one_line_and_exit_code_2(tmp_path: Path, taken_port: int) -> None:
-    command = ["start", "--app-dir", str(SAMPLE_APP), "--data-dir", str(tmp_path / "data")]
-    result = subprocess.run(
-        [sys.executable, "-m", "devhost", *command, "--port", str(taken_port)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = devhost_start(SAMPLE_APP, "--data-dir", str(tmp_path / "data"), "--port", str(taken_port))
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
         f"devhost: port {taken_port} (HTTP) is in use: choose another with --port N or the "
