@@ -21,8 +21,8 @@ from adapters.servicebus.azure import ServiceBusMessaging, servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.local_messaging import LocalMessaging
 from adapters.servicebus.messages import MessageLockLost, QueueConfig
-from devhost.host import TriggerBus
 from devhost.servicebus_broker import BrokerServiceBus
+from devhost.servicebus_triggers import TriggerBus
 
 MAX_DELIVERIES = 3
 QUEUES = [f"work-{n}" for n in range(20)]  # one per test: a test never sees another's messages

@@ -15,8 +15,9 @@ import aiohttp
 import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from devhost.clock import Clock, VirtualClock
-from devhost.host import IDLE_WAIT, Host
+from devhost.clock import HostClock, VirtualClock
+from devhost.host import Host
+from devhost.polling import IDLE_WAIT
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 T = TypeVar("T")
@@ -71,7 +72,7 @@ def make_sample(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    clock: Clock | None = None,
+    clock: HostClock | None = None,
     *,
     idle_wait: float = IDLE_WAIT,
 ) -> Sample:
