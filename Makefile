@@ -89,8 +89,8 @@ unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs devhost-envs
 test: lint typecheck iac unit
 
 # The fast tier, for a run before each commit: lint, types and the tests that need only the venv
-# (marker `fast`, assigned in tests/conftest.py): no system packages, node emulators or iac venvs,
-# so none of their set-up targets. The app's tests run it in devhost's worker processes, whose
+# (marker `fast`: no other tier marker, docs/testing.md): no system packages, node emulators or
+# iac venvs, so none of their set-up targets. The app's tests run it in devhost's worker processes, whose
 # environments devhost-envs builds once. `make test` (CI) still runs everything.
 check: lint typecheck $(STAMP) $(PROTO_PY) devhost-envs
 	$(BIN)/python -m pytest -n auto -m fast

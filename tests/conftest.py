@@ -11,7 +11,8 @@ from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from domain.messages import OrderLine, QueuedOrder
 from domain.policy import SchedulerPolicy
 
-pytest_plugins = ["tests.emulators", "tests.servicebus_broker"]
+# pytester: tests/unit/test_tiers.py runs the tier guard on a test file of its own.
+pytest_plugins = ["tests.emulators", "tests.servicebus_broker", "pytester"]
 
 # Hermetic settings: the tests run the app from the repository root, where a developer's own
 # local.settings.json (the sample's, pointing at emulators) would fill every setting a test leaves
@@ -60,14 +61,15 @@ def make_submission(
 
 
 # --- Test tiers --------------------------------------------------------------------------------
-# `make check` runs `-m fast`: the tests that need nothing but this venv. Each test gets the
-# markers of what it needs (pyproject.toml lists them) and `fast` when it needs none of them, so
-# a new test lands in the fast tier unless it uses one of the things below. The rules follow what
-# the tests were seen to start (every child process of a full run, recorded per test).
+# `make check` runs `-m fast`: the tests that need nothing but this venv. A test that needs more
+# says so where it is written, with the markers pyproject.toml lists (`pytestmark` for a module,
+# a decorator for one test, `marks=` on a backend's parameter); a test with none of them is `fast`.
+HEAVY_MARKERS = ("emulators", "processes", "iac", "slow")
 
-# Fixtures that start a server; a test gets the marker when the fixture is anywhere in its closure
-# (cosmos_client, azurite_tables, ... depend on these).
-TIER_FIXTURES = {
+# The fixtures that start a server, and the marker a test that reaches one (in its fixtures, or
+# through request.getfixturevalue as the contract suites' backends do) must carry: the guard
+# below fails such a test without it, so it cannot slip into the fast tier.
+SERVER_FIXTURES = {
     "cosmos_endpoint": "emulators",  # node: @vercel/cosmosdb-server (tests/emulators.py)
     "azurite": "emulators",  # node: Azurite (tests/emulators.py)
     "postgres_odbc": "emulators",  # initdb + postgres from make system-deps (tests/emulators.py)
@@ -75,75 +77,23 @@ TIER_FIXTURES = {
     # The broker as a child process; servicebus_broker_with's broker runs in-process and is fast.
     "servicebus_broker": "processes",
 }
-# The contract suites' backend ids: their factories reach the server or driver through
-# request.getfixturevalue, which the fixture closure above does not show.
-TIER_BACKENDS = {
-    "cosmos": "emulators",
-    "cosmos+index": "emulators",
-    "tables": "emulators",  # Azurite
-    "blob": "emulators",  # Azurite
-    "pyodbc-postgresql": "emulators",
-    "pyodbc-sqlite": "emulators",  # the SQLite3 ODBC driver is a system package (make system-deps)
-}
-# Tests that start processes or use the iac venvs in their own body: a directory, a module, or
-# the named tests of a module (all their parameters).
-TIER_PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
-    # .venv-bicep / .venv-checkov; tests/iac/test_emulator_config.py calls the checker in-process.
-    "tests/iac/test_iac.py": ("iac", ()),
-    "tests/e2e/": ("processes", ()),  # devhost start, agent_worker, simulator, demo
-    "tests/conformance/": ("processes", ()),  # a fresh venv from pip, the real worker, devhost start
-    "tests/broker/test_process.py": ("processes", ()),  # python -m testing.amqp_broker
-    "tests/broker/test_limits.py": ("processes", ("test_the_command_refuses_such_a_config_at_start_up",)),
-    "tests/devhost/test_kill.py": ("processes", ()),  # devhost start, killed and restarted
-    "tests/devhost/test_host_json.py": (
-        "processes",
-        ("test_a_host_json_the_host_refuses_is_a_start_up_error",),  # python -m devhost start
-    ),
-    "tests/devhost/test_servicebus.py": (
-        "processes",
-        ("test_processes_draining_one_queue_receive_every_message_exactly_once",),  # multiprocessing
-    ),
-    "tests/contract/test_sqlite_state_store.py": (
-        "processes",
-        ("test_processes_racing_a_replace_on_one_etag_have_exactly_one_winner",),  # multiprocessing
-    ),
-    "tests/agent/test_agent.py": (
-        "processes",
-        ("test_an_agent_killed_after_the_effect_replies_on_redelivery_with_one_effect",),
-    ),
-    "tests/simulator/test_simulator.py": ("processes", ("test_cli_serves_until_sigterm",)),
-    "tests/unit/test_telemetry_export.py": (
-        "processes",  # a fresh interpreter each, so the telemetry distro configures from scratch
-        (
-            "test_with_the_pinned_distro_the_agent_installs_its_log_exporter",
-            "test_with_the_pinned_distro_the_function_app_installs_no_log_exporter",
-        ),
-    ),
-}
-# Not fast either: `slow`, which the large-volume and multi-process tests carry already.
-HEAVY_MARKERS = ("emulators", "processes", "iac", "slow")
-
-
-def _path_tiers(item: pytest.Item) -> set[str]:
-    module = item.nodeid.split("::", 1)[0]
-    name = getattr(item, "originalname", item.name)  # without its parameters
-    return {
-        tier
-        for path, (tier, names) in TIER_PATHS.items()
-        if (module.startswith(path) if path.endswith("/") else module == path)
-        and (not names or name in names)
-    }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        tiers = {TIER_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in TIER_FIXTURES}
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params.values() if callspec is not None else ()
-        tiers |= {TIER_BACKENDS[p] for p in params if isinstance(p, str) and p in TIER_BACKENDS}
-        tiers |= _path_tiers(item)
-        for tier in sorted(tiers):
-            item.add_marker(tier)
-        # Markers set by hand in a test module count too.
         if not any(item.get_closest_marker(marker) for marker in HEAVY_MARKERS):
             item.add_marker("fast")
+
+
+@pytest.fixture(autouse=True)
+def _server_fixtures_need_their_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that used a server fixture without that fixture's marker. Checked after the
+    test: only then does request.fixturenames list what it fetched by getfixturevalue."""
+    yield
+    missing = sorted(
+        f"{name} needs @pytest.mark.{marker}"
+        for name, marker in SERVER_FIXTURES.items()
+        if name in request.fixturenames and request.node.get_closest_marker(marker) is None
+    )
+    if missing:
+        pytest.fail(f"{request.node.nodeid} lacks its tier marker: {'; '.join(missing)}")

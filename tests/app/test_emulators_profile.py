@@ -15,6 +15,9 @@ from adapters.storage.compensation_log import TABLE
 from domain.states import ProcessState
 from tests.app.conftest import Answer, App, emulators_settings, order_body, start_app, submission
 
+# The Cosmos DB server, Azurite and PostgreSQL.
+pytestmark = pytest.mark.emulators
+
 
 @pytest.fixture
 def emulated(

@@ -40,6 +40,9 @@ from testing.ports import free_port
 from tests.app.conftest import App, emulators_settings, order_body, start_app, submission
 from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
+# The Cosmos DB server, Azurite and PostgreSQL behind fault proxies.
+pytestmark = pytest.mark.emulators
+
 ORDERS = 200
 SQL_OUTAGE = timedelta(minutes=10)
 STORE_OUTAGE = timedelta(minutes=3)

@@ -195,6 +195,7 @@ def test_the_repository_config_is_within_the_limits() -> None:
     assert {q.name for q in load_queues(CONFIG)} >= {"orders", "agent-requests", "agent-replies"}
 
 
+@pytest.mark.processes  # python -m testing.amqp_broker
 def test_the_command_refuses_such_a_config_at_start_up(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(_document({"MaxDeliveryCount": 10, "LockDuration": "PT1S"})))

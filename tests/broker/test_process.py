@@ -5,10 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from tests.broker.support import receive_until, start_broker
 from tests.servicebus_broker import CONFIG, ROOT
+
+# python -m testing.amqp_broker
+pytestmark = pytest.mark.processes
 
 
 def test_serves_until_sigterm_then_exits_cleanly() -> None:

@@ -36,6 +36,7 @@ from domain.ports import InsertOutcome
 from services.settings import Settings
 from tests.contract.test_orders_repository_contract import order
 from tests.emulators import new_postgres_database
+from tests.support.tiers import backend_params
 
 # --- the real engines: each one's duplicate-key error is recognised, and only that error ---
 
@@ -82,7 +83,8 @@ def _error_of(connect: Callable[[], Connection], params: tuple[Any, ...]) -> Exc
         conn.close()
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+# The SQLite ODBC driver and PostgreSQL come from make system-deps.
+@pytest.mark.parametrize("engine", backend_params(ENGINES, emulated={"pyodbc-sqlite", "pyodbc-postgresql"}))
 def test_each_engines_duplicate_key_error_is_recognised_and_no_other(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -115,6 +117,7 @@ def _wait_for_a_lock_wait(database: str) -> None:
         watcher.close()
 
 
+@pytest.mark.emulators  # PostgreSQL
 @pytest.mark.parametrize(
     ("order_hash", "expected"),
     [("a" * 64, InsertOutcome.EXISTS_MATCHING), ("b" * 64, InsertOutcome.CONFLICT)],

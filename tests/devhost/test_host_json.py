@@ -45,6 +45,7 @@ def _start(app_dir: Path) -> subprocess.CompletedProcess[str]:
     ],
     ids=["two-objects", "truncated", "not-an-object", "no-version"],
 )
+@pytest.mark.processes  # python -m devhost start
 def test_a_host_json_the_host_refuses_is_a_start_up_error(tmp_path: Path, host_json: str, error: str) -> None:
     app_dir = tmp_path / "app"
     shutil.copytree(SAMPLE_APP, app_dir)

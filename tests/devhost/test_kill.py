@@ -15,6 +15,9 @@ from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from demo.stack import free_port, wait_for
 from tests.devhost.conftest import SAMPLE_APP
 
+# devhost start, killed and restarted.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCES = 6
 STEPS = 4

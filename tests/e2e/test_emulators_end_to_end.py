@@ -23,6 +23,9 @@ from domain.states import ProcessState
 from tests.app.conftest import submission
 from tests.emulators import AZURITE_KEY, new_postgres_database
 
+# devhost start, agents and the simulator as child processes, on the emulators.
+pytestmark = [pytest.mark.processes, pytest.mark.emulators]
+
 APPS = ("app-a", "app-b")
 FINAL_STATUS = {
     ProcessState.PROCESSED: "completed",

@@ -11,6 +11,9 @@ from demo.stack import Stack
 from domain.states import ProcessState
 from tests.app.conftest import submission
 
+# devhost start, agent workers and the simulator as child processes.
+pytestmark = pytest.mark.processes
+
 STEPS = ("ReserveInventory", "ChargePayment")
 UNDO = {"ReserveInventory": "ReleaseInventory", "ChargePayment": "RefundPayment"}
 

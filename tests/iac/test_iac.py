@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Runs the checkers in .venv-bicep and .venv-checkov (make iac-venvs).
+pytestmark = pytest.mark.iac
+
 REPO = Path(__file__).resolve().parents[2]
 BICEP_PYTHON = REPO / ".venv-bicep" / "bin" / "python"
 CHECKOV_PYTHON = REPO / ".venv-checkov" / "bin" / "python"

@@ -429,6 +429,7 @@ def _request(url: str, *, body: object = None, headers: dict[str, str] | None = 
         return json.loads(response.read())
 
 
+@pytest.mark.processes  # python -m simulator
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
