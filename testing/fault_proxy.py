@@ -53,7 +53,7 @@ versions, and which settings bound a stall):
     ``read_timeout`` (response; 65 s by default) per attempt, with reads retried
     ``retry_read`` times.
   Its account advertises its own endpoint, so a test must start the server with the proxy's
-  port advertised (``tests.emulators.cosmos_server(port, advertised_port)``), or the SDK
+  port advertised (``tests.support.emulators.cosmos_server(port, advertised_port)``), or the SDK
   bypasses the proxy.
 """
 

@@ -1,26 +1,35 @@
 import asyncio
 import os
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from decimal import Decimal
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
+from azure.cosmos import CosmosClient
 
+from adapters.azure_profile import pooled_transport
 from adapters.clock import ManualClock
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from domain.messages import OrderLine, QueuedOrder
 from domain.policy import SchedulerPolicy
+from testing.ports import free_port
+from tests.support.broker import BrokerFactory, BrokerProcess, broker_process, require_proton, write_config
+from tests.support.clock import T0
+from tests.support.emulators import (
+    AZURITE_KEY,
+    EMULATOR_KEY,
+    azurite_server,
+    cosmos_server,
+    postgres_cluster,
+)
 
 # pytester: tests/unit/test_tiers.py runs the tier guard on a test file of its own.
-pytest_plugins = ["tests.emulators", "tests.servicebus_broker", "pytester"]
+pytest_plugins = ["pytester"]
 
 # Hermetic settings: the tests run the app from the repository root, where a developer's own
 # local.settings.json (the sample's, pointing at emulators) would fill every setting a test leaves
 # unset. Set at import, before any fixture, so devhost, ops, the agent and every child process a
 # test starts read no settings file; a test that means to read one names it in this variable.
 os.environ[SETTINGS_FILE_VARIABLE] = ""
-
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")
@@ -42,22 +51,84 @@ def policy() -> SchedulerPolicy:
     return SchedulerPolicy()
 
 
-def make_submission(
-    order_id: str = "order-1",
-    *,
-    quantity: int = 2,
-    app: str = "app-a",
-    submitted_at: datetime = T0,
-) -> QueuedOrder:
-    price = Decimal("12.50")
-    return QueuedOrder(
-        OrderID=order_id,
-        Customer="Contoso",
-        Lines=[OrderLine(Sku="SKU-1", Quantity=quantity, UnitPrice=price)],
-        Total=price * quantity,
-        SubmittedBy=app,
-        SubmittedAt=submitted_at,
+# --- Servers, once per test session (per xdist worker) ----------------------------------------
+# The emulators profile's servers (tests/support/emulators.py) and the AMQP test broker
+# (tests/support/broker.py). A test that uses one carries its marker (SERVER_FIXTURES below).
+
+
+@pytest.fixture(scope="session")
+def cosmos_endpoint() -> Iterator[str]:
+    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback."""
+    with cosmos_server(free_port()) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def cosmos_client(cosmos_endpoint: str) -> CosmosClient:
+    return CosmosClient(
+        cosmos_endpoint, credential=EMULATOR_KEY, connection_verify=False, transport=pooled_transport()
     )
+
+
+@pytest.fixture(scope="session")
+def cosmos_connection(cosmos_endpoint: str) -> str:
+    """The emulator's connection string, as the app's CosmosDBConnection setting takes it."""
+    return f"AccountEndpoint={cosmos_endpoint}/;AccountKey={EMULATOR_KEY};"
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """Azurite (Blobs, Queues, Tables) on loopback; yields its blob, queue and table ports."""
+    with azurite_server(tmp_path_factory.mktemp("azurite")) as ports:
+        yield ports
+
+
+@pytest.fixture(scope="session")
+def azurite_tables(azurite: list[int]) -> str:
+    """A Tables connection string for Azurite."""
+    return (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{azurite[2]}/devstoreaccount1;"
+    )
+
+
+@pytest.fixture(scope="session")
+def azurite_blob_endpoint(azurite: list[int]) -> str:
+    return f"http://127.0.0.1:{azurite[0]}/devstoreaccount1"
+
+
+@pytest.fixture(scope="session")
+def postgres_odbc() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback; yields a pyodbc connection string to its
+    ``postgres`` database (``new_postgres_database`` gives each test its own)."""
+    with postgres_cluster() as connection_string:
+        yield connection_string
+
+
+@pytest.fixture(scope="session")
+def servicebus_broker() -> Iterator[BrokerProcess]:
+    """The AMQP test broker as a separate process with the repo's Config.json queues."""
+    with broker_process() as broker:
+        yield broker
+
+
+@pytest.fixture
+def servicebus_broker_with(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """Start an in-process broker whose queues are ``{name: Config.json Properties}``; stopped
+    after the test. Also offers ``queue_depth`` and ``dead_letter_depth``."""
+    require_proton()
+    from testing.amqp_broker import Broker, start_broker  # noqa: PLC0415  # only once proton is known to be there
+
+    started: list[Broker] = []
+
+    def start(queues: Mapping[str, Mapping[str, Any]]) -> Broker:
+        broker = start_broker(write_config(tmp_path / f"Config-{len(started)}.json", queues))
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
 
 
 # --- Test tiers --------------------------------------------------------------------------------
@@ -70,9 +141,9 @@ HEAVY_MARKERS = ("emulators", "processes", "iac", "slow")
 # through request.getfixturevalue as the contract suites' backends do) must carry: the guard
 # below fails such a test without it, so it cannot slip into the fast tier.
 SERVER_FIXTURES = {
-    "cosmos_endpoint": "emulators",  # node: @vercel/cosmosdb-server (tests/emulators.py)
-    "azurite": "emulators",  # node: Azurite (tests/emulators.py)
-    "postgres_odbc": "emulators",  # initdb + postgres from make system-deps (tests/emulators.py)
+    "cosmos_endpoint": "emulators",  # node: @vercel/cosmosdb-server (tests/support/emulators.py)
+    "azurite": "emulators",  # node: Azurite (tests/support/emulators.py)
+    "postgres_odbc": "emulators",  # initdb + postgres from make system-deps (tests/support/emulators.py)
     "cosmos_proxy": "emulators",  # tests/faults/test_fault_proxy.py calls cosmos_server() itself
     # The broker as a child process; servicebus_broker_with's broker runs in-process and is fast.
     "servicebus_broker": "processes",

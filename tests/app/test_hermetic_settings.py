@@ -12,7 +12,7 @@ import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
 from domain.states import ProcessState
-from tests.app.conftest import ROOT, start_app, submission
+from tests.support.app import ROOT, start_app, submission
 from tools.deploy_package import build
 
 # Settings the sample sets and the embedded profile leaves unset: what a foreign file would fill.

@@ -37,8 +37,8 @@ from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import Runs
 from testing.fault_proxy import FaultProxy, Mode
 from testing.ports import free_port
-from tests.app.conftest import App, emulators_settings, order_body, start_app, submission
-from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+from tests.support.app import App, emulators_settings, order_body, start_app, submission
+from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
 # The Cosmos DB server, Azurite and PostgreSQL behind fault proxies.
 pytestmark = pytest.mark.emulators

@@ -12,8 +12,8 @@ import pytest
 
 from adapters.entra_tokens import MAX_TOKEN_CHARS
 from testing.local_issuer import LocalIssuer, new_key
-from tests.app.conftest import CLIENT_IDS, App, order_body, start_app
-from tests.unit.test_entra_tokens import hs256_with_public_key, tampered, unsigned
+from tests.support.app import CLIENT_IDS, App, order_body, start_app
+from tests.support.tokens import hs256_with_public_key, tampered, unsigned
 
 A = CLIENT_IDS["app-a"]
 
@@ -55,11 +55,11 @@ HOSTILE: dict[str, tuple[Headers, int, str]] = {
         "NotAuthenticated",
     ),
     "alg none": (
-        lambda i, a: bearer(unsigned(i, {"alg": "none", "kid": i.kid}) + "."),
+        lambda i, a: bearer(unsigned(i, {"alg": "none", "kid": i.kid}, A) + "."),
         401,
         "NotAuthenticated",
     ),
-    "HS256 with the public key": (lambda i, a: bearer(hs256_with_public_key(i)), 401, "NotAuthenticated"),
+    "HS256 with the public key": (lambda i, a: bearer(hs256_with_public_key(i, A)), 401, "NotAuthenticated"),
     "expired": (
         lambda i, a: bearer(i.mint(A, now=a.host.clock.now() - timedelta(hours=2))),
         401,

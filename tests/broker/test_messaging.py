@@ -10,8 +10,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
-from tests.broker.support import PLAIN, receive_until
-from tests.servicebus_broker import BrokerFactory, BrokerProcess
+from tests.support.broker import BrokerFactory, BrokerProcess
+from tests.support.broker_clients import PLAIN, receive_until
 
 
 @pytest.mark.processes  # the servicebus_broker process

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from tests.broker.support import receive_until, start_broker
-from tests.servicebus_broker import CONFIG, ROOT
+from tests.support.broker import CONFIG, ROOT, run_broker_command
+from tests.support.broker_clients import receive_until
 
 # python -m testing.amqp_broker
 pytestmark = pytest.mark.processes
@@ -51,6 +51,6 @@ def test_a_bad_config_is_reported(tmp_path: Path) -> None:
         '{"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": '
         '{"RequiresSession": true}}]}]}}'
     )
-    result = start_broker(config, ROOT)
+    result = run_broker_command(config)
     assert result.returncode == 2
     assert "sessions" in result.stderr

@@ -31,8 +31,8 @@ from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, uint, u
 from proton.utils import BlockingConnection
 
 from testing.amqp_broker.frames import LenientSocket
-from tests.broker.support import PLAIN, SHORT_LOCK, receive_until
-from tests.servicebus_broker import BrokerFactory
+from tests.support.broker import BrokerFactory
+from tests.support.broker_clients import PLAIN, SHORT_LOCK, receive_until
 
 QUOTAS = "https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas"
 KB = 1024

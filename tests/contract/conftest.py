@@ -31,7 +31,7 @@ from adapters.sqlite.state_store import SqliteStateStore
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from domain.ports import CompensationLog, OrdersRepository, RecoveryIndex, StateStore
 from services.indexed_state_store import IndexedStateStore
-from tests.emulators import new_postgres_database
+from tests.support.emulators import new_postgres_database
 from tests.support.tiers import backend_params
 
 

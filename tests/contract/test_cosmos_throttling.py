@@ -16,8 +16,8 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from adapters import azure_profile
 from services.settings import Settings, SettingsError
-from tests.conftest import T0
 from tests.contract.test_state_store_contract import pending
+from tests.support.clock import T0
 
 
 class ThrottlingTransport(RequestsTransport):

@@ -12,8 +12,8 @@ from adapters.clock import ManualClock
 from adapters.sqlite.lease import SqliteLeaderLease
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import LeaderLease
-from tests.conftest import T0
-from tests.emulators import AZURITE_KEY
+from tests.support.clock import T0
+from tests.support.emulators import AZURITE_KEY
 from tests.support.tiers import backend_params
 
 

@@ -11,8 +11,8 @@ from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
 from domain.errors import PreconditionFailed
 from domain.policy import SchedulerPolicy
-from tests.conftest import T0
-from tests.records import expired, pending, processing
+from tests.support.clock import T0
+from tests.support.records import expired, pending, processing
 
 
 def _race(

@@ -17,7 +17,7 @@ from devhost.durable_wire import EventType, context_fields, orchestration_contex
 from devhost.host import Host
 from devhost.indexing import IndexingError
 from devhost.settings import SettingsError
-from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
+from tests.support.devhost_sample import SAMPLE_APP, Sample, make_sample
 
 
 def test_indexing_reads_every_function_with_its_trigger(sample: Sample) -> None:

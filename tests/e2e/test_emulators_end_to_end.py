@@ -20,8 +20,8 @@ from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_rep
 from adapters.storage.compensation_log import TABLE
 from demo.stack import Stack, wait_for
 from domain.states import ProcessState
-from tests.app.conftest import submission
-from tests.emulators import AZURITE_KEY, new_postgres_database
+from tests.support.app import submission
+from tests.support.emulators import AZURITE_KEY, new_postgres_database
 
 # devhost start, agents and the simulator as child processes, on the emulators.
 pytestmark = [pytest.mark.processes, pytest.mark.emulators]

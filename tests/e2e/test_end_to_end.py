@@ -9,7 +9,7 @@ import pytest
 
 from demo.stack import Stack
 from domain.states import ProcessState
-from tests.app.conftest import submission
+from tests.support.app import submission
 
 # devhost start, agent workers and the simulator as child processes.
 pytestmark = pytest.mark.processes

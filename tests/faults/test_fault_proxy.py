@@ -31,8 +31,8 @@ from adapters.clock import ManualClock
 from services.settings import Settings
 from testing.fault_proxy import FaultProxy, Mode
 from testing.ports import free_port
-from tests.conftest import T0
-from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+from tests.support.clock import T0
+from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
 # --- the proxy itself, against an echo server ---
 

@@ -9,7 +9,7 @@ import pytest
 from adapters.clock import SystemClock
 from adapters.factory import build_ports
 from services.settings import Settings, SettingsError
-from tests.records import pending
+from tests.support.records import pending
 
 ROOT = Path(__file__).resolve().parents[2]
 
