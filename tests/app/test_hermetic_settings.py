@@ -26,7 +26,9 @@ def root_with_foreign_settings(tmp_path: Path) -> Path:
     settings as its local.settings.json."""
     root = tmp_path / "root"
     build(ROOT, root)
-    shutil.copytree(ROOT / "servicebus", root / "servicebus")  # devhost's queue declarations
+    shutil.copytree(
+        ROOT / "emulators" / "servicebus-config", root / "emulators" / "servicebus-config"
+    )  # devhost's queue declarations
     shutil.copy2(ROOT / "local.settings.sample.json", root / "local.settings.json")
     return root
 

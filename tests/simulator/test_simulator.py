@@ -24,7 +24,7 @@ from simulator.__main__ import main
 from simulator.app import SIMULATOR, create_app
 from simulator.ledger import Ledger
 from simulator.profile import FaultProfile, load_profile
-from testing.ports import free_port
+from standins.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

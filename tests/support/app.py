@@ -24,7 +24,7 @@ from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
 from services.settings import Settings
-from testing.local_issuer import LocalIssuer, from_settings
+from standins.local_issuer import LocalIssuer, from_settings
 from tests.support.scripted_agent import ScriptedAgent
 
 ROOT = Path(__file__).resolve().parents[2]

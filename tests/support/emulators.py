@@ -20,7 +20,7 @@ import pytest
 import urllib3
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from testing.ports import free_port
+from standins.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
@@ -35,7 +35,7 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
     """A Cosmos DB API server (@vercel/cosmosdb-server) on ``127.0.0.1:<port>``, stopped on exit;
     yields its endpoint. With ``advertised_port`` its account document names that port as the
     account's endpoint, which the SDK then sends every request to: a test puts a proxy there
-    (testing/fault_proxy.py; emulators/cosmos-server.js says why)."""
+    (standins/fault_proxy.py; emulators/cosmos-server.js says why)."""
     if not COSMOS_PACKAGE.exists():
         pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
     advertised = [str(advertised_port)] if advertised_port is not None else []

@@ -34,7 +34,7 @@ when it next carries bytes.
 until the counts satisfy a predicate, e.g. ``stats.held_bytes_to_target > 0`` once a request is
 held, so tests synchronise on events rather than on the clock.
 
-How the real clients fail through it (testing/FAULTS.md has every case, the messages, the
+How the real clients fail through it (standins/FAULTS.md has every case, the messages, the
 versions, and which settings bound a stall):
 
 - PostgreSQL over psqlODBC raises ``pyodbc.OperationalError``:
