@@ -26,7 +26,7 @@ from services.settings import Settings
 from tests.support.app import App, start_app, submission
 
 CHROMIUM = Path("/usr/bin/chromium")
-# The flags this machine's closed network needs (no background connections); Playwright gives
+# The flags a CI without outbound network needs (no background connections); Playwright gives
 # each launch a fresh profile directory of its own.
 CHROMIUM_FLAGS = [
     "--no-sandbox",

@@ -1,8 +1,8 @@
 """What differs between SQL engines under the one orders repository: how each reports a duplicate
 key, and how Azure SQL is reached.
 
-SQLite (sqlite3 and ODBC) and PostgreSQL (psqlODBC) are real engines here. **There is no SQL
-Server engine on this machine** (none runs without Docker), so the sqlserver dialect is checked
+SQLite (sqlite3 and ODBC) and PostgreSQL (psqlODBC) are real engines in these tests. **There is
+no SQL Server engine in CI** (none runs without Docker), so the sqlserver dialect is checked
 with small fakes: errors shaped exactly as pyodbc formats ODBC Driver 18's messages ("[SQLSTATE]
 message (native error) (function)"), and a stand-in for ``pyodbc.connect`` that records the
 connection string. They prove the mapping and the settings path, not the driver or the server.
@@ -155,7 +155,7 @@ def test_on_postgresql_an_insert_that_loses_on_the_primary_key_reads_the_winner(
     assert repository.get("o-1") == order()
 
 
-# --- SQL Server: fakes only (no engine here) ---
+# --- SQL Server: fakes only (no engine without Docker, none in CI) ---
 
 
 class Error(Exception):
