@@ -29,8 +29,8 @@ from domain.states import TERMINAL_STATES
 from ops.tokens import app_token
 from services.context import Ports
 from services.settings import Settings
-from testing.local_issuer import from_settings
-from testing.ports import free_port
+from standins.local_issuer import from_settings
+from standins.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

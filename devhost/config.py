@@ -121,7 +121,7 @@ class DevhostConfig:
         env = os.environ if env is None else env
         data = data_dir or Path(env.get("DEVHOST_DATA_DIR", str(app_dir / ".devhost")))
         config = env.get("DEVHOST_SERVICEBUS_CONFIG")
-        default_config = app_dir / "servicebus" / "Config.json"
+        default_config = app_dir / "emulators" / "servicebus-config" / "Config.json"
         return cls(
             app_dir=app_dir,
             data_dir=data,

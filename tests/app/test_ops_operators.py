@@ -11,7 +11,8 @@ from rich.console import Console
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
-from tests.app.conftest import Answer, App, submission
+from tests.support.app import App, submission
+from tests.support.scripted_agent import Answer
 
 
 def ops(*argv: str, width: int = 200) -> tuple[int, str]:

@@ -20,6 +20,9 @@ from devhost.worker_processes import WorkerProcesses
 from orchestrators import first_engine
 from tools.deploy_package import build
 
+# A fresh venv from pip and the real Functions worker.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Every function: its trigger, and the trigger's settings as Azure's host reads them (queues and

@@ -72,7 +72,7 @@ def _emulator_config(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def broker_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Iterator[Rig]]:
     """One broker and one pair of clients for the module (closing SDK clients takes ~0.5 s)."""
-    from testing.amqp_broker.server import start_broker  # noqa: PLC0415 - needs qpid-proton
+    from standins.amqp_broker.server import start_broker  # noqa: PLC0415 - needs qpid-proton
 
     with start_broker(_emulator_config(tmp_path_factory.mktemp("broker") / "Config.json")) as broker:
         sb = ServiceBusMessaging(servicebus_client(broker.connection_string))

@@ -17,7 +17,7 @@ import aiohttp
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
 from devhost.durable_api import BASE
-from tests.devhost.conftest import Sample
+from tests.support.devhost_sample import Sample
 
 HTTP_API = "https://learn.microsoft.com/azure/azure-functions/durable/durable-functions-http-api"
 

@@ -32,6 +32,7 @@ TWO_OBJECTS = '{\n  "version": "2.0"\n}{\n  "version": "2.0"\n}\n'
     ],
     ids=["two-objects", "truncated", "not-an-object", "no-version"],
 )
+@pytest.mark.processes  # python -m devhost start
 def test_a_host_json_the_host_refuses_is_a_start_up_error(tmp_path: Path, host_json: str, error: str) -> None:
     app_dir = tmp_path / "app"
     shutil.copytree(SAMPLE_APP, app_dir)

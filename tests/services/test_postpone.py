@@ -19,7 +19,8 @@ from domain.errors import DependencyUnavailable
 from services.context import Ports
 from services.intake import FIRST_MESSAGE_ID, POSTPONED, Delivery, postpone
 from services.settings import Settings
-from tests.conftest import T0, make_submission
+from tests.support.clock import T0
+from tests.support.orders import make_submission
 
 OUTAGE = DependencyUnavailable("orders database", "OperationalError: could not connect to server")
 

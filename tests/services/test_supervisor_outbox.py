@@ -21,7 +21,8 @@ from services.context import Ports
 from services.scheduling import supervise_and_notify
 from services.settings import Settings
 from services.submit_order import submit_order
-from tests.conftest import T0, make_submission
+from tests.support.clock import T0
+from tests.support.orders import make_submission
 
 QUEUES = ("status-app-a", "operator-alerts")
 

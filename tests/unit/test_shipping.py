@@ -20,7 +20,7 @@ from tools.deploy_package import deployed_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # The local stack and the tools around it: they may import the app, never the reverse.
-HARNESS = {"devhost", "simulator", "demo", "testing", "tests", "bench", "tools", "ops", "emulators"}
+HARNESS = {"devhost", "simulator", "demo", "standins", "tests", "bench", "tools", "ops", "emulators"}
 APP_PACKAGES = {"activities", "adapters", "domain", "orchestrators", "services"}
 PROFILES = ("adapters/azure_profile.py", "adapters/embedded_profile.py")
 # Where imports wait inside functions: the composition root picks a profile, then the Azure
@@ -142,7 +142,7 @@ def copy(tmp_path: Path) -> Path:
         shipping.AGENT_REQUIREMENTS,
         shipping.SIMULATOR_REQUIREMENTS,
         shipping.DEV_REQUIREMENTS,
-        "servicebus/Config.json",  # the root folder `/servicebus/` is there to leave out
+        "emulators/servicebus-config/Config.json",  # something for `/emulators/` to leave out
     }
     images = {f for image in shipping.IMAGES for f in shipping.image_files(ROOT, image)}
     for relative in shipping.package_files(ROOT) | images | defining:
@@ -162,8 +162,9 @@ def test_the_unmutated_copy_passes_every_check(copy: Path) -> None:
 
 
 def test_an_unanchored_servicebus_line_fails_the_package_check(copy: Path) -> None:
-    """Today's bug: `servicebus/` also left out adapters/servicebus/, so every function failed."""
-    _edit(copy / ".funcignore", "\n/servicebus/\n", "\nservicebus/\n")
+    """The bug this check was written for: a `servicebus/` line, meant for a root folder of that
+    name, also left out adapters/servicebus/, so every function failed."""
+    _edit(copy / ".funcignore", "\n/simulator/\n", "\n/simulator/\nservicebus/\n")
     problems = shipping.package_problems(copy)
     assert "adapters/servicebus/azure.py: the app imports it, but the package leaves it out" in problems
     assert any("'servicebus/' is not anchored" in p for p in shipping.funcignore_problems(copy))
