@@ -15,13 +15,13 @@ from pathlib import Path
 from azure.servicebus.aio import ServiceBusClient
 
 from adapters import telemetry_export
-from adapters.local_settings import SettingsError as LocalSettingsError
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.agent_queues import LocalAgentMessaging, ServiceBusAgentMessaging
 from adapters.servicebus.local_bus import LocalServiceBus
 from agent_worker.remote import RemoteService
-from agent_worker.settings import AgentSettings, AgentSettingsError
+from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
+from services.settings import SettingsError
 
 
 def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:
@@ -67,15 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("azure").setLevel(logging.WARNING)
     try:
         load_local_settings(args.app_dir.resolve())
-    except LocalSettingsError as error:
+        settings = AgentSettings.from_env(os.environ)
+    except SettingsError as error:  # the file's or a value's: one line, no traceback
         print(f"agent_worker: {error}", file=sys.stderr)
         return 2
     telemetry_export.configure("agent")
-    try:
-        settings = AgentSettings.from_env(os.environ)
-    except AgentSettingsError as error:
-        print(f"agent_worker: {error}", file=sys.stderr)
-        return 2
     return asyncio.run(_run(settings, args.name))
 
 

@@ -40,7 +40,6 @@ from rich.table import Table
 
 from adapters.clock import host_clock
 from adapters.factory import build_ports, create_orders_schema
-from adapters.local_settings import SettingsError as LocalSettingsError
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.messages import QueueNotFound
 from adapters.sql import schema
@@ -552,7 +551,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
         return _run(args, console)
     except (Refused, TokenError) as refused:
         code, message = EXIT_REFUSED, str(refused)
-    except (BadArgument, SettingsError, LocalSettingsError, RegistryError, QueueNotFound) as bad:
+    except (BadArgument, SettingsError, RegistryError, QueueNotFound) as bad:
         code, message = EXIT_USAGE, str(bad)
     except DependencyUnavailable as outage:
         code, message = EXIT_UNAVAILABLE, str(outage)
