@@ -2,7 +2,7 @@
 
 Function bodies stay a few lines: parse the trigger, call a service or an activity module,
 return. The same file runs on devhost (embedded profile) and on Azure Functions; only the
-adapters behind the ports change, chosen by settings in ``adapters/factory.py``.
+adapters behind the ports change, chosen by settings in ``bootstrap.py``.
 """
 
 import asyncio
@@ -19,17 +19,17 @@ from activities import contracts, functions
 from activities.functions import ActivityFunction
 from adapters import telemetry_export
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from bootstrap import build_ports
 from domain.errors import DependencyUnavailable
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
-from domain.workflow import ATTEMPT_ORCHESTRATOR, Activity
 from orchestrators.first_engine import run_workflow
+from orchestrators.names import ATTEMPT_ORCHESTRATOR, Activity, orchestrator_name
 from orchestrators.order_attempt import run_attempt
 from services import frontend, intake, scheduling
 from services.context import Ports
-from services.settings import Settings
 from services.submit_order import SubmitOutcome
 from services.telemetry import order_span
+from settings import Settings
 
 # No function keys: the caller's Entra application token is the authorisation (services/frontend.py).
 app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
@@ -151,13 +151,13 @@ async def advance(
 # The first engine (one orchestrator per version, one activity per action), registered until the
 # instances it started before order_attempt was deployed have ended (C7: never changed while
 # running). Remove these and the activities below once `ops list --state Processing` shows none.
-@app.function_name(ORDER_WORKFLOW_V1.orchestrator)
+@app.function_name(orchestrator_name(ORDER_WORKFLOW_V1.version))
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
 
 
-@app.function_name(ORDER_WORKFLOW_V2.orchestrator)
+@app.function_name(orchestrator_name(ORDER_WORKFLOW_V2.version))
 @app.orchestration_trigger(context_name="context")
 def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
     return (yield from run_workflow(context, ORDER_WORKFLOW_V2))

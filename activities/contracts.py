@@ -41,7 +41,7 @@ from pydantic import (
 from domain import workflow
 from domain.messages import AgentReply
 from domain.states import ProcessState
-from domain.workflow import Activity
+from orchestrators.names import Activity
 
 
 class JsonObject(dict[str, Any]):

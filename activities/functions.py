@@ -15,7 +15,7 @@ from activities import contracts, steps
 from activities.contracts import ActivityContract, AttemptInput, Contract, JsonObject
 from domain import transitions
 from domain.errors import DependencyUnavailable, DomainError
-from domain.workflow import Activity
+from orchestrators.names import Activity
 from services.context import Ports
 from services.fenced import fenced_update
 

@@ -26,7 +26,7 @@ from adapters.sql.schema import LOCAL_DIALECTS, check_schema, ensure_schema
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import QueueDepth
-from services.settings import Settings
+from settings import Settings
 
 DIALECTS: dict[str, SqlDialect] = {
     "sqlite-odbc": SQLITE_ODBC,

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from services.settings import SettingsError
+from settings import SettingsError
 
 SETTINGS_FILE_VARIABLE = "LOCAL_SETTINGS_FILE"
 

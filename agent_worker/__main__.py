@@ -21,7 +21,7 @@ from adapters.servicebus.local_bus import LocalServiceBus
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
-from services.settings import SettingsError
+from settings import SettingsError
 
 
 def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:

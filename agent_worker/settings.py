@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
-from services.settings import settings_from_env
+from settings import settings_from_env
 
 
 class AgentSettings(BaseModel):

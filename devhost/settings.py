@@ -5,7 +5,7 @@ import re
 from collections.abc import Mapping
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
-from services.settings import SettingsError
+from settings import SettingsError
 
 __all__ = ["SETTINGS_FILE_VARIABLE", "SettingsError", "load_local_settings", "resolve"]
 

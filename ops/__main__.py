@@ -39,10 +39,10 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports, create_orders_schema
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.messages import QueueNotFound
 from adapters.sql import schema
+from bootstrap import build_ports, create_orders_schema
 from domain.apps import RegistryError, SubmittingApp
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import StateRecord
@@ -51,7 +51,7 @@ from ops.dashboard import run_dashboard
 from ops.tokens import TokenError, app_token
 from services import frontend, operator
 from services.context import Ports
-from services.settings import Settings, SettingsError
+from settings import Settings, SettingsError
 
 
 class BrowsedMessage(Protocol):

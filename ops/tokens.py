@@ -12,7 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from services.settings import Settings
+from settings import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

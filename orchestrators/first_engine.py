@@ -39,7 +39,8 @@ from domain.ids import request_message_id
 from domain.messages import AgentOutcome
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from domain.states import ProcessState
-from domain.workflow import Activity, Ending, Runs, Step, Workflow
+from domain.workflow import Ending, Runs, Step, Workflow
+from orchestrators.names import Activity, orchestrator_name
 from orchestrators.order_attempt import call, wait_for_reply
 
 
@@ -57,7 +58,7 @@ Orchestration = Generator[Any, Any, str]
 # What this engine registers in function_app.py, all to be removed together: an orchestrator for
 # each version it ran, and its activities.
 WORKFLOWS = (ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2)
-ORCHESTRATORS = tuple(w.orchestrator for w in WORKFLOWS)
+ORCHESTRATORS = tuple(orchestrator_name(w.version) for w in WORKFLOWS)
 ACTIVITIES = (
     Activity.READ_ORDER,
     Activity.BEGIN_STEP,

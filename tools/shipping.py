@@ -54,7 +54,7 @@ AGENT_PINNED_UNIMPORTED: dict[str, str] = {}
 FUNCIGNORE_PROBES = (
     "local.settings.json",
     "__pycache__/function_app.cpython-313.pyc",
-    "adapters/__pycache__/factory.cpython-313.pyc",
+    "adapters/__pycache__/resilience.cpython-313.pyc",
     "adapters/servicebus/__pycache__/azure.cpython-313.pyc",
     ".venv/bin/python",
     ".python_packages/lib/site-packages/x.py",

@@ -21,16 +21,16 @@ import aiohttp
 import pytest
 
 from adapters.clock import use_host_clock
-from adapters.factory import build_ports
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
+from bootstrap import build_ports
 from devhost.clock import VirtualClock
 from devhost.host import Host
 from domain.messages import AgentOutcome, AgentReply, AgentRequest, OrderLine, QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
-from services.settings import Settings
+from settings import Settings
 from testing.local_issuer import LocalIssuer, from_settings
 
 ROOT = Path(__file__).resolve().parents[2]

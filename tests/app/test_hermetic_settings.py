@@ -12,7 +12,7 @@ import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
 from domain.states import ProcessState
-from services.settings import SettingsError
+from settings import SettingsError
 from tests.app.conftest import ROOT, start_app, submission
 from tools.deploy_package import build
 

@@ -28,7 +28,7 @@ from urllib3.exceptions import NewConnectionError
 
 from adapters.azure_profile import cosmos_container, pooled_transport
 from adapters.clock import ManualClock
-from services.settings import Settings
+from settings import Settings
 from testing.fault_proxy import FaultProxy, Mode
 from testing.ports import free_port
 from tests.conftest import T0

@@ -11,7 +11,7 @@ import pytest
 from activities import contracts, functions
 from activities.contracts import ActivityContract
 from domain.messages import AgentReply
-from domain.workflow import Activity
+from orchestrators.names import Activity
 
 ORDER = (
     '{"OrderID": "o-1", "Customer": "Contoso", "Total": "20.00", '

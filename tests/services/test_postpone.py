@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import ManualClock
-from adapters.factory import build_ports
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.local_messaging import LocalMessaging
 from adapters.servicebus.messages import QueueConfig, ReceivedMessage
+from bootstrap import build_ports
 from domain.errors import DependencyUnavailable
 from services.context import Ports
 from services.intake import FIRST_MESSAGE_ID, POSTPONED, Delivery, postpone
-from services.settings import Settings
+from settings import Settings
 from tests.conftest import T0, make_submission
 
 OUTAGE = DependencyUnavailable("orders database", "OperationalError: could not connect to server")

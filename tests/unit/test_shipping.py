@@ -20,10 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # The local stack and the tools around it: they may import the app, never the reverse.
 HARNESS = {"devhost", "simulator", "demo", "testing", "tests", "bench", "tools", "ops", "emulators"}
 APP_PACKAGES = {"activities", "adapters", "domain", "orchestrators", "services"}
+# The modules at the top, beside function_app.py: what joins the packages.
+APP_MODULES = {"function_app.py", "bootstrap.py", "settings.py"}
 PROFILES = ("adapters/azure_profile.py", "adapters/embedded_profile.py")
 # Where imports wait inside functions: the composition root picks a profile, then the Azure
 # profile imports its SDKs.
-LAZY_IMPORTERS = ("adapters/factory.py", "adapters/azure_profile.py")
+LAZY_IMPORTERS = ("bootstrap.py", "adapters/azure_profile.py")
 
 
 def test_the_package_holds_exactly_the_apps_modules() -> None:
@@ -32,7 +34,7 @@ def test_the_package_holds_exactly_the_apps_modules() -> None:
 
 def test_the_package_is_the_app_and_its_two_files() -> None:
     shipped = {p.parts[0] for p in deployed_files(ROOT)}
-    assert shipped == APP_PACKAGES | {"function_app.py", "host.json", "requirements.txt"}
+    assert shipped == APP_PACKAGES | APP_MODULES | {"host.json", "requirements.txt"}
 
 
 def test_the_package_leaves_out_caches_and_local_settings() -> None:
@@ -201,8 +203,8 @@ def test_pinning_what_nothing_imports_fails(copy: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "package", "distribution"),
     [
-        ("services/settings.py", "rich", "rich"),  # in both artefacts
-        ("adapters/factory.py", "croniter", "croniter"),  # the package only
+        ("settings.py", "rich", "rich"),  # in both artefacts
+        ("bootstrap.py", "croniter", "croniter"),  # the package only
         ("agent_worker/worker.py", "pytest", "pytest"),  # the image only
     ],
 )
