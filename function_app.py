@@ -21,9 +21,8 @@ from adapters import telemetry_export
 from adapters.clock import host_clock
 from bootstrap import build_ports
 from domain.errors import DependencyUnavailable
-from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
-from orchestrators.first_engine import run_workflow
-from orchestrators.names import ATTEMPT_ORCHESTRATOR, Activity, orchestrator_name
+from first_engine_blueprint import first_engine
+from orchestrators.names import ATTEMPT_ORCHESTRATOR, Activity
 from orchestrators.order_attempt import run_attempt
 from services import frontend, intake, scheduling
 from services.context import Ports
@@ -124,7 +123,7 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
 
 # Every new attempt, of any workflow version: the version is the record's (C7). Each durable
 # function is registered under the name the orchestrators and the starter use
-# (``domain.workflow``), whatever its Python name.
+# (``orchestrators.names``), whatever its Python name.
 @app.function_name(ATTEMPT_ORCHESTRATOR)
 @app.orchestration_trigger(context_name="context")
 def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
@@ -150,53 +149,8 @@ async def advance(
 
 # The first engine (one orchestrator per version, one activity per action), registered until the
 # instances it started before order_attempt was deployed have ended (C7: never changed while
-# running). Remove these and the activities below once `ops list --state Processing` shows none.
-@app.function_name(orchestrator_name(ORDER_WORKFLOW_V1.version))
-@app.orchestration_trigger(context_name="context")
-def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
-    return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
-
-
-@app.function_name(orchestrator_name(ORDER_WORKFLOW_V2.version))
-@app.orchestration_trigger(context_name="context")
-def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
-    return (yield from run_workflow(context, ORDER_WORKFLOW_V2))
-
-
-@app.function_name(Activity.READ_ORDER.value)
-@app.activity_trigger(input_name="payload")
-def read_order(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.read_order, payload)
-
-
-@app.function_name(Activity.BEGIN_STEP.value)
-@app.activity_trigger(input_name="payload")
-def begin_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.begin_step, payload)
-
-
-@app.function_name(Activity.SEND_AGENT_REQUEST.value)
-@app.activity_trigger(input_name="payload")
-def send_agent_request(payload: contracts.JsonObject) -> str:
-    return _activity(functions.send_agent_request, payload)
-
-
-@app.function_name(Activity.RECORD_STEP.value)
-@app.activity_trigger(input_name="payload")
-def record_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.record_step, payload)
-
-
-@app.function_name(Activity.RUN_LOCAL_STEP.value)
-@app.activity_trigger(input_name="payload")
-def run_local_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.run_local_step, payload)
-
-
-@app.function_name(Activity.FINISH.value)
-@app.activity_trigger(input_name="payload")
-def finish(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.finish, payload)
+# running). One blueprint, removed with this line: docs/operating.md "Retiring the first engine".
+app.register_functions(first_engine(_activity))
 
 
 # --- Agent replies (E9) ------------------------------------------------------------------------

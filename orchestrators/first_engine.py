@@ -1,8 +1,8 @@
 """The first engine of the Scheduler, kept for the instances it started (C7): one orchestration
 per attempt, with one activity per action. New attempts run ``orchestrators.order_attempt``,
-which does the same work in a third of the round trips; this module and the activities only it
-calls are removed once no ``order_workflow_v*`` instance is left (``ops list --state Processing``
-shows none whose InstanceID started before the deployment).
+which does the same work in a third of the round trips. Its functions are registered as one
+blueprint (``first_engine_blueprint.py``); this module goes with it once no ``order_workflow_v*``
+instance is left (docs/operating.md "Retiring the first engine").
 
 The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
 
@@ -55,7 +55,7 @@ OK = StepOutcome(None)
 
 Orchestration = Generator[Any, Any, str]
 
-# What this engine registers in function_app.py, all to be removed together: an orchestrator for
+# What this engine registers (first_engine_blueprint.py), all to be removed together: an orchestrator for
 # each version it ran, and its activities.
 WORKFLOWS = (ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2)
 ORCHESTRATORS = tuple(orchestrator_name(w.version) for w in WORKFLOWS)

@@ -13,7 +13,8 @@ ATTEMPT_ORCHESTRATOR = "order_attempt"
 
 
 def orchestrator_name(version: str) -> str:
-    """The first engine's orchestrators, one per version (drained: see function_app.py)."""
+    """The first engine's orchestrators, one per version (drained, then removed:
+    ``first_engine_blueprint.py``)."""
     return f"order_workflow_{version}"
 
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HARNESS = {"devhost", "simulator", "demo", "testing", "tests", "bench", "tools", "ops", "emulators"}
 APP_PACKAGES = {"activities", "adapters", "domain", "orchestrators", "services"}
 # The modules at the top, beside function_app.py: what joins the packages.
-APP_MODULES = {"function_app.py", "bootstrap.py", "settings.py"}
+APP_MODULES = {"function_app.py", "first_engine_blueprint.py", "bootstrap.py", "settings.py"}
 PROFILES = ("adapters/azure_profile.py", "adapters/embedded_profile.py")
 # Where imports wait inside functions: the composition root picks a profile, then the Azure
 # profile imports its SDKs.
