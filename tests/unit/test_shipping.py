@@ -117,13 +117,7 @@ def test_the_dev_only_set_is_derived_from_the_requirements() -> None:
     assert "aiohttp" in app  # the Durable SDK's client: installed, but not the app's to import
 
 
-@pytest.mark.parametrize("package", sorted(APP_PACKAGES | {"agent_worker"}))
-def test_no_shipped_module_imports_the_harness(package: str) -> None:
-    """Stricter than the closures: a module nothing imports yet may not reach for it either."""
-    for path in sorted((ROOT / package).rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        bad = {n.split(".")[0] for n in shipping.imported_names(ROOT, relative)} & HARNESS
-        assert not bad, f"{relative} imports {sorted(bad)}"
+# That no shipped module, reached or not, imports the harness: a layer rule (test_purity.py).
 
 
 # --- mutations: a copy of what the checks read, with one mistake put in -------------------------
