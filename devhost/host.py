@@ -27,7 +27,7 @@ from azure.durable_functions.models.utils import http_utils as durable_http
 from croniter import croniter
 
 from adapters.clock import use_host_clock
-from adapters.servicebus.azure import servicebus_client
+from adapters.servicebus.clients import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost import app_package, bindings, durable_api
