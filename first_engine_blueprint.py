@@ -26,7 +26,7 @@ from orchestrators.names import Activity, orchestrator_name
 
 
 class RunActivity(Protocol):
-    """Runs an activity's body on its JSON input with the app's ports; answers its JSON result."""
+    """Runs an activity's body on its JSON input with the app's ports; returns its JSON result."""
 
     def __call__[I: AttemptInput, R, W: JsonObject | str](
         self, activity: ActivityFunction[I, R, W], payload: JsonObject, /

@@ -48,15 +48,15 @@ def _activity[I: contracts.AttemptInput, R, W: contracts.JsonObject | str](
     activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
     work = activity.parse(payload)
     with order_span(f"activity.{activity.name}", work.OrderID, work.InstanceID):
-        return activity.answer(work, ports())
+        return activity.run(work, ports())
 
 
-def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
+def _held_message(msg: func.ServiceBusMessage, queue: str) -> intake.HeldMessage:
     body = msg.get_body()
     shadowed = intake.shadowed_metadata(body)
     if shadowed:  # what the metadata says is the sender's: raise, so the broker counts it
         raise intake.refuse_shadowed(queue, body, shadowed, ports())
-    return intake.Delivery(
+    return intake.HeldMessage(
         queue=queue,
         message_id=msg.message_id or "",
         lock_token=msg.lock_token or "",
@@ -68,9 +68,9 @@ def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
 # --- Front end (E1, C3) -----------------------------------------------------------------------
 
 
-def _http(answer: Callable[[], frontend.Reply]) -> func.HttpResponse:
+def _http(respond: Callable[[], frontend.Reply]) -> func.HttpResponse:
     try:
-        reply = answer()
+        reply = respond()
     except DependencyUnavailable as outage:
         reply = frontend.unavailable(outage, ports())
     return func.HttpResponse(
@@ -97,16 +97,16 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.durable_client_input(client_name="client")
 async def submit_order(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
     # The stores' and the bus's clients block: off the event loop.
-    delivery = _delivery(msg, ports().settings.orders_queue)
+    held = _held_message(msg, ports().settings.orders_queue)
     try:
-        result = await asyncio.to_thread(intake.handle_submission, delivery, ports())
+        result = await asyncio.to_thread(intake.handle_submission, held, ports())
     except DependencyUnavailable as outage:  # back later on a scheduled copy, not at once
-        await asyncio.to_thread(intake.postpone, delivery, outage, ports())
+        await asyncio.to_thread(intake.postpone, held, outage, ports())
         return
     except Exception as error:
         if (msg.delivery_count or 0) < ports().settings.orders_max_deliveries:
             raise  # abandon: the broker delivers it again
-        await asyncio.to_thread(intake.give_up, delivery, error, ports())
+        await asyncio.to_thread(intake.give_up, held, error, ports())
         return
     if result is not None and result.outcome is SubmitOutcome.ACCEPTED and result.stored is not None:
         await scheduling.start_now(client, ports(), result.stored)  # E4 at once; the starter sweeps
@@ -142,7 +142,7 @@ async def advance(
 ) -> contracts.JsonObject:
     # The stores' clients block: off the event loop, as in submit_order.
     result = await asyncio.to_thread(_activity, functions.advance, payload)
-    if contracts.ADVANCE.answer(result).Ending is not None:
+    if contracts.ADVANCE.read_result(result).Ending is not None:
         await scheduling.refill(client, ports())
     return result
 
@@ -162,8 +162,8 @@ app.register_functions(first_engine(_activity))
 @app.durable_client_input(client_name="client")
 async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
     # Off the event loop: rejecting a reply sends an alert and settles, both blocking calls.
-    delivery = _delivery(msg, ports().settings.agent_replies_queue)
-    parsed = await asyncio.to_thread(intake.parse_reply, delivery, ports())
+    held = _held_message(msg, ports().settings.agent_replies_queue)
+    parsed = await asyncio.to_thread(intake.parse_reply, held, ports())
     if parsed is None:
         return  # dead-lettered with its reason
     reply = parsed.reply
