@@ -7,24 +7,52 @@ itself (a namespace written there), reached with DefaultAzureCredential as the m
 ``AZURE_CLIENT_ID`` names: no shared keys in Azure.
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, Self
 
 from azure.servicebus import ServiceBusClient
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
 
-def _connection_string(connection: str | None) -> str | None:
-    return connection if connection and "=" in connection else None
+class _Client(Protocol):
+    """What both SDK clients, sync and asyncio, are built by."""
+
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None: ...
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> Self: ...
 
 
-def _namespace(connection: str | None, namespace: str | None) -> str:
-    found = namespace or connection
-    if not found:
+def _build[C: _Client](
+    client: type[C],
+    credential: Callable[[str | None], Any],
+    connection: str | None,
+    namespace: str | None,
+    *,
+    managed_identity_client_id: str | None,
+    options: dict[str, Any],
+) -> C:
+    if connection and "=" in connection:
+        return client.from_connection_string(connection, **options)
+    namespace = namespace or connection
+    if not namespace:
         raise ValueError(
             "Service Bus is not configured: set ServiceBusConnection__fullyQualifiedNamespace "
             "(Azure, managed identity) or ServiceBusConnection (a local broker's connection string)"
         )
-    return found
+    return client(namespace, credential(managed_identity_client_id), **options)
+
+
+def _credential(managed_identity_client_id: str | None) -> Any:
+    from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
+
+    return DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
+
+
+def _async_credential(managed_identity_client_id: str | None) -> Any:
+    from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
+
+    return DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
 
 
 def servicebus_client(
@@ -35,12 +63,14 @@ def servicebus_client(
     **options: Any,
 ) -> ServiceBusClient:
     """The app's client. ``options``: the client's keyword arguments, e.g. its retry settings."""
-    if (connection_string := _connection_string(connection)) is not None:
-        return ServiceBusClient.from_connection_string(connection_string, **options)
-    from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
-
-    credential = DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
-    return ServiceBusClient(_namespace(connection, namespace), credential, **options)
+    return _build(
+        ServiceBusClient,
+        _credential,
+        connection,
+        namespace,
+        managed_identity_client_id=managed_identity_client_id,
+        options=options,
+    )
 
 
 def async_servicebus_client(
@@ -51,9 +81,11 @@ def async_servicebus_client(
     **options: Any,
 ) -> AsyncServiceBusClient:
     """The agent's client, by the same rule as ``servicebus_client``."""
-    if (connection_string := _connection_string(connection)) is not None:
-        return AsyncServiceBusClient.from_connection_string(connection_string, **options)
-    from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
-
-    credential = DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
-    return AsyncServiceBusClient(_namespace(connection, namespace), credential, **options)
+    return _build(
+        AsyncServiceBusClient,
+        _async_credential,
+        connection,
+        namespace,
+        managed_identity_client_id=managed_identity_client_id,
+        options=options,
+    )
