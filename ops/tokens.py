@@ -8,10 +8,13 @@ only the app itself can get one, with its own credential (azure-identity; docs/d
 """
 
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
 
+from ops.apps import registered
+from ops.output import Output
 from settings import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -55,3 +58,10 @@ def app_token(settings: Settings, name: str, timeout: float = 10) -> str:
         raise TokenError(
             f"no local issuer at {url} ({error}): start the stack with `make run` or `make demo`"
         ) from None
+
+
+def show_token(app: str, out: Output) -> None:
+    """``ops token``: a registered app's token, for a curl or a browser's developer tools."""
+    settings = Settings.from_env(os.environ)
+    issued = app_token(settings, registered(settings, app).name)
+    out.line(json.dumps({"access_token": issued}) if out.as_json else issued)

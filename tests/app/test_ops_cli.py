@@ -5,7 +5,7 @@ import json
 
 from rich.console import Console
 
-from ops.__main__ import main
+from ops.cli import main
 from tests.app.conftest import Answer, App, submission
 
 

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from ops.__main__ import EXIT_REFUSED, EXIT_USAGE, main
+from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
 from tests.app.conftest import Answer, App, submission
 
 

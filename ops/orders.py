@@ -1,0 +1,177 @@
+"""Orders: submit one, follow one (``status``, ``show``), list and count them, and the two moves
+an operator makes on an Error order (``resubmit``, ``compensate``)."""
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from domain.errors import IllegalTransition, RecordNotFound
+from domain.record import StateRecord
+from domain.states import ProcessState
+from ops import queues
+from ops.apps import registered
+from ops.errors import Refused
+from ops.output import Output, iso
+from ops.tokens import app_token
+from services import frontend, operator
+from services.context import Ports
+
+# Where an order is posted: the front end's checks, given the body and the request's headers.
+FrontEnd = Callable[[bytes, Mapping[str, str]], frontend.Reply]
+
+
+def local_front_end(ports: Ports) -> FrontEnd:
+    """The front end's own code on these ports, as ``POST /api/orders`` runs it."""
+    return lambda body, headers: frontend.accept_order(body, headers, ports)
+
+
+def order_body(order_id: str, sku: str, quantity: int) -> bytes:
+    price = Decimal("12.50")
+    # Built as plain JSON, not as the model, so that the front end's validation judges it.
+    order = {
+        "OrderID": order_id,
+        "Customer": "Operator",
+        "Lines": [{"Sku": sku, "Quantity": quantity, "UnitPrice": float(price)}],
+        "Total": float(price * quantity),
+        "SubmittedAt": datetime.now(UTC).isoformat(),
+    }
+    return json.dumps(order).encode()
+
+
+def post_order(front_end: FrontEnd, token: str, body: bytes) -> dict[str, Any]:
+    """The order posted with the app's token: the front end's answer, refused unless accepted."""
+    reply = front_end(body, {"Authorization": f"Bearer {token}"})
+    if reply.status != 202:
+        raise Refused(f"{reply.body.get('error')}: {reply.body.get('detail')}")
+    return reply.body
+
+
+def submit(ports: Ports, out: Output, order_id: str, *, app: str, sku: str, quantity: int) -> None:
+    # The operator submits on behalf of a registered app, with the token that app would send.
+    token = app_token(ports.settings, registered(ports.settings, app).name)
+    accepted = post_order(local_front_end(ports), token, order_body(order_id, sku, quantity))
+    out.show("Submitted", [accepted], ["OrderID", "statusUrl"])
+
+
+def status(ports: Ports, out: Output, order_id: str) -> None:
+    reply = frontend.record_view(order_id, ports, owner=None)
+    if reply.status == 404:
+        raise Refused(f"no order {order_id!r}")
+    out.show_fields(f"Order {order_id}", reply.body)
+
+
+def _progress(record: StateRecord) -> str:
+    """Where the order stands, from its state record: state, attempt, steps, failures."""
+    parts = [
+        f"{record.ProcessState.value}, attempt {record.Attempt}, {record.FailureCount} failure(s)",
+        f"steps done: {', '.join(record.CompletedSteps) or 'none'}",
+    ]
+    if record.CurrentStep:
+        parts.append(f"current step {record.CurrentStep}")
+    if record.StepFailures:
+        parts.append("step failures " + ", ".join(f"{k}={v}" for k, v in record.StepFailures.items()))
+    if record.FailedStep:
+        parts.append(f"failed step {record.FailedStep}")
+    if record.CompensatedSteps:
+        parts.append(f"compensated: {', '.join(record.CompensatedSteps)}")
+    if record.LastError:
+        parts.append(f"last error: {record.LastError}")
+    if record.NotBefore:
+        parts.append(f"not before {iso(record.NotBefore)}")
+    return "; ".join(parts)
+
+
+def timeline(ports: Ports, out: Output, order_id: str) -> None:
+    """What every store holds of the order, in time order: the state record, the orders row,
+    the compensation log, and the status messages and alerts still on their queues."""
+    stored = ports.states.get(order_id)
+    row = ports.orders.get(order_id)
+    if stored is None and row is None:
+        raise Refused(f"no order {order_id!r}")
+    events: list[dict[str, Any]] = []
+
+    def event(at: datetime | str | None, source: str, what: str) -> None:
+        events.append({"At": iso(at), "Source": source, "Event": what})
+
+    if row is not None:
+        event(row.CreatedAt, "orders database", f"received: {len(row.Lines)} line(s), total {row.Total}")
+        event(row.UpdatedAt, "orders database", f"status {row.Status}")
+    if stored is not None:
+        record = stored.record
+        event(record.CreatedAt, "state record", "created (Pending)")
+        event(record.UpdatedAt, "state record", _progress(record))
+    for entry in ports.compensation_log.entries(order_id):
+        event(entry.RecordedAt, "compensation log", f"{entry.Step} done: undo with {entry.Action}")
+        if entry.Outcome is not None:
+            outcome = f"{entry.Action}: {entry.Outcome}" + (f" ({entry.Error})" if entry.Error else "")
+            event(entry.OutcomeAt, "compensation log", outcome)
+    browser = queues.browser(ports)
+    queue = row.StatusQueue if row is not None else stored.record.StatusQueue if stored else None
+    for name in filter(None, [queue]):
+        for body in queues.bodies(browser, name, order_id):
+            detail = f": {body['Detail']}" if body.get("Detail") else ""
+            event(body.get("At"), name, f"status {body.get('Status')}{detail}")
+    alerts = ports.settings.alerts_queue
+    for body in queues.bodies(browser, alerts, order_id):
+        event(body.get("At"), alerts, f"{body.get('Event')}: {body.get('Reason')}")
+    events.sort(key=lambda e: e["At"])
+    out.show(f"Order {order_id}", events, ["At", "Source", "Event"])
+
+
+def list_orders(ports: Ports, out: Output, state: str | None, limit: int) -> None:
+    states = [ProcessState(state)] if state else list(ProcessState)
+    rows = [
+        {
+            "OrderID": s.record.OrderID,
+            "ProcessState": s.record.ProcessState.value,
+            "Attempt": s.record.Attempt,
+            "FailureCount": s.record.FailureCount,
+            "FailedStep": s.record.FailedStep,
+            "LastError": (s.record.LastError or "")[:60],
+        }
+        for one in states
+        for s in ports.states.query_in_state(one, limit)
+    ][:limit]
+    out.show(f"Orders{f' in {state}' if state else ''}", rows, list(rows[0]) if rows else ["OrderID"])
+
+
+def counts(ports: Ports) -> list[dict[str, Any]]:
+    return [
+        {"ProcessState": s.value, "orders": ports.states.count_in_states(frozenset({s}))}
+        for s in ProcessState
+    ]
+
+
+def watch(ports: Ports, out: Output, interval: float, once: bool) -> None:
+    pause = threading.Event()
+    while True:
+        out.show(
+            f"Orders by state at {datetime.now(UTC):%H:%M:%S}", counts(ports), ["ProcessState", "orders"]
+        )
+        if once or pause.wait(interval):
+            return
+
+
+def move(ports: Ports, out: Output, order_id: str, action: str) -> None:
+    """``resubmit`` (E12: an Error order back to Pending) or ``compensate`` (undo it)."""
+    moved = operator.resubmit if action == "resubmit" else operator.request_compensation
+    try:
+        record = moved(ports.states, ports.clock, order_id)
+    except RecordNotFound:
+        raise Refused(f"no order {order_id!r}") from None
+    except IllegalTransition as illegal:
+        raise Refused(str(illegal)) from None
+    out.show(
+        f"{action}: {order_id}",
+        [
+            {
+                "OrderID": order_id,
+                "ProcessState": record.ProcessState.value,
+                "CompensationRequested": record.CompensationRequested,
+            }
+        ],
+        ["OrderID", "ProcessState", "CompensationRequested"],
+    )

@@ -1,0 +1,35 @@
+"""``python -m ops --azd smoke`` against a real deployment: one order as the sample app, through
+the deployed front end, to ``completed`` on the sample app's status queue. It needs Azure: an azd
+environment that ``azd up`` deployed, named in ``SAS_TEST_AZD_ENV``, and the deployer's
+``az login``; without them it is skipped (tests/unit/test_ops_azd.py covers the rest)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENVIRONMENT = os.environ.get("SAS_TEST_AZD_ENV", "")
+
+
+@pytest.mark.skipif(
+    not ENVIRONMENT or shutil.which("azd") is None,
+    reason="needs Azure: a deployed azd environment named in SAS_TEST_AZD_ENV, and azd on PATH",
+)
+def test_smoke_completes_an_order_on_the_deployment() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ops", "--azd-env", ENVIRONMENT, "smoke", "--timeout", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(line.startswith("smoke: token: App=") for line in lines)
+    assert any(line.startswith("smoke: submitted: OrderID=smoke-") for line in lines)
+    assert lines[-1].startswith("smoke: ok:")

@@ -1,0 +1,208 @@
+"""``ops --azd``: the azd environment's values read and checked before anything is sent, the sample
+app's token asked for the front end's scope with its certificate, and one-line errors naming
+what is missing. No Azure here: ``azd`` is a script on PATH that prints an environment's values
+(tests/e2e/test_ops_azure.py runs against a real deployment)."""
+
+import io
+import shlex
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from rich.console import Console
+
+from ops import azd
+from ops.cli import EXIT_USAGE, main
+from ops.errors import BadArgument
+
+TENANT = "00000000-0000-0000-0000-0000000000aa"
+SAMPLE_CLIENT = "33333333-3333-3333-3333-333333333333"
+
+
+def values(cert: Path, **changes: str) -> dict[str, str]:
+    """What the infrastructure's outputs and the post-provision step leave in the environment."""
+    base = {
+        "AZURE_TENANT_ID": TENANT,
+        "AZURE_FUNCTION_APP_URL": "https://func-api-x.azurewebsites.net",
+        "API_AUDIENCE": "api://44444444-4444-4444-4444-444444444444",
+        "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "sb-x.servicebus.windows.net",
+        "SAS_SUBMITTERS": f"sample-app={SAMPLE_CLIENT}",
+        "SAS_SAMPLE_APP_CLIENT_ID": SAMPLE_CLIENT,
+        "SAS_SAMPLE_APP_CERT_PATH": str(cert),
+    }
+    return {k: v for k, v in (base | changes).items() if v != "<unset>"}
+
+
+def certificate(path: Path) -> Path:
+    """A self-signed certificate with its private key, PEM, as the post-provision step makes one."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sample-app")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ) + cert.public_bytes(serialization.Encoding.PEM)
+    path.write_bytes(pem)
+    return path
+
+
+@pytest.fixture
+def fake_azd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """An ``azd`` on PATH whose ``env get-values`` prints the values given, and logs its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "azd.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+
+    def install(environment: dict[str, str]) -> Path:
+        lines = "".join(f'{k}="{v}"\n' for k, v in environment.items())
+        script = bin_dir / "azd"
+        script.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(log))}\ncat <<"EOF"\n{lines}EOF\n')
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+        return log
+
+    return install
+
+
+def ops(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), Console(file=out, width=200))
+    return code, out.getvalue()
+
+
+def test_values_are_read_as_azd_prints_them() -> None:
+    text = "\n".join(
+        [
+            'AZURE_FUNCTION_APP_URL="https://func.azurewebsites.net"',
+            "# a comment",
+            "",
+            'QUOTED="a \\"b\\" c\\\\d\\nnext"',
+            "SINGLE='as $it is'",
+            "NUMBER=8",
+            'EMPTY=""',
+            'export EXPORTED="yes"',
+        ]
+    )
+    assert azd.parse_values(text) == {
+        "AZURE_FUNCTION_APP_URL": "https://func.azurewebsites.net",
+        "QUOTED": 'a "b" c\\d\nnext',
+        "SINGLE": "as $it is",
+        "NUMBER": "8",
+        "EMPTY": "",
+        "EXPORTED": "yes",
+    }
+    with pytest.raises(BadArgument, match="not KEY=value"):
+        azd.parse_values("no equals sign here")
+
+
+def test_the_named_environment_is_read_in_the_app_dir(tmp_path: Path, fake_azd: Any) -> None:
+    log = fake_azd({"A": "1"})
+    assert azd.read_values(tmp_path, "prod") == {"A": "1"}
+    assert azd.read_values(tmp_path, None) == {"A": "1"}
+    assert log.read_text().splitlines() == ["env get-values --environment prod", "env get-values"]
+
+
+def test_the_token_is_the_sample_apps_for_the_front_ends_scope(tmp_path: Path) -> None:
+    deployment = azd.Deployment(values(certificate(tmp_path / "sample-app.pem")))
+    credential = deployment.sample_app_credential()
+    # The real class, built from the certificate on disk (which it parses now): no request yet.
+    assert type(credential).__name__ == "CertificateCredential"
+    assert deployment.scope == "api://44444444-4444-4444-4444-444444444444/.default"
+    assert deployment.orders_url == "https://func-api-x.azurewebsites.net/api/orders"
+
+    asked: list[tuple[str, ...]] = []
+
+    class Recording:
+        def get_token(self, *scopes: str) -> Any:
+            asked.append(scopes)
+            return SimpleNamespace(token="the-token", expires_on=0)
+
+    token = azd.token_source(Recording(), deployment.scope)
+    assert asked == []  # asked for only when the order is about to be posted
+    assert token() == "the-token"
+    assert asked == [("api://44444444-4444-4444-4444-444444444444/.default",)]
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "SAS_SAMPLE_APP_CLIENT_ID",
+        "API_AUDIENCE",
+        "AZURE_FUNCTION_APP_URL",
+        "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE",
+    ],
+)
+def test_a_missing_value_is_a_one_line_usage_error_naming_it(
+    tmp_path: Path, fake_azd: Any, missing: str
+) -> None:
+    fake_azd(values(certificate(tmp_path / "c.pem"), **{missing: "<unset>"}))
+    code, text = ops("--azd", "smoke", "--app-dir", str(tmp_path))
+    assert code == EXIT_USAGE
+    assert len(text.strip().splitlines()) == 1 and f"the azd environment has no {missing}" in text
+
+
+def test_a_missing_or_unusable_certificate_is_a_one_line_usage_error_naming_the_file(
+    tmp_path: Path, fake_azd: Any
+) -> None:
+    absent = tmp_path / "nowhere" / "sample-app.pem"
+    fake_azd(values(absent))
+    code, text = ops("smoke", "--azd-env", "dev", "--app-dir", str(tmp_path))
+    assert code == EXIT_USAGE
+    assert text.strip() == f"ops: --azd: SAS_SAMPLE_APP_CERT_PATH: no file {absent}"
+
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate")
+    fake_azd(values(garbage))
+    code, text = ops("--azd", "smoke", "--app-dir", str(tmp_path))
+    assert code == EXIT_USAGE
+    assert len(text.strip().splitlines()) == 1 and f"{garbage} is not usable" in text
+
+
+def test_only_the_sample_app_submits_against_a_deployment(tmp_path: Path, fake_azd: Any) -> None:
+    fake_azd(values(certificate(tmp_path / "c.pem")))
+    code, text = ops("--azd", "smoke", "--app", "b", "--app-dir", str(tmp_path))
+    assert code == EXIT_USAGE and "submits as the sample app (sample-app), not 'b'" in text
+
+
+def test_commands_that_read_the_stores_are_refused_under_azd(tmp_path: Path, fake_azd: Any) -> None:
+    log = fake_azd(values(tmp_path / "c.pem"))
+    code, text = ops("--azd", "status", "o-1")
+    assert code == EXIT_USAGE and len(text.strip().splitlines()) == 1
+    assert "--azd runs smoke, instances, alerts, dlq; status reads the app's stores" in text
+    assert not log.exists()  # refused before azd is asked
+
+
+def test_without_azd_on_path_the_error_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, text = ops("--azd", "smoke")
+    assert (
+        code == EXIT_USAGE and text.strip() == "ops: --azd needs the Azure Developer CLI: azd is not on PATH"
+    )
+
+
+def test_instances_on_another_durable_backend_is_not_supported_yet(tmp_path: Path, fake_azd: Any) -> None:
+    fake_azd(values(tmp_path / "c.pem", DURABLE_BACKEND="durableTaskScheduler"))
+    code, text = ops("--azd", "instances", "--name", "order_workflow_v1")
+    assert code == EXIT_USAGE and "DURABLE_BACKEND is durableTaskScheduler: not supported yet" in text
+
+
+def test_instances_needs_the_host_storage_account(tmp_path: Path, fake_azd: Any) -> None:
+    fake_azd(values(tmp_path / "c.pem"))
+    code, text = ops("--azd", "instances", "--name", "order_workflow_v1")
+    assert code == EXIT_USAGE and "the azd environment has no AZURE_HOST_STORAGE_ACCOUNT_NAME" in text
