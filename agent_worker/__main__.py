@@ -17,7 +17,7 @@ from adapters.local_settings import load_local_settings
 from adapters.servicebus.agent_queues import LocalAgentMessaging, ServiceBusAgentMessaging
 from adapters.servicebus.clients import async_servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
-from agent_worker.remote import RemoteService
+from agent_worker.remote import Bearer, RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
 from settings import SettingsError
@@ -37,9 +37,20 @@ def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgent
     )
 
 
+def _bearer(settings: AgentSettings) -> Bearer | None:
+    """The agent identity's token for the remote service, when it has an audience (Azure)."""
+    if settings.remote_audience is None:
+        return None
+    from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - Azure only
+
+    credential = DefaultAzureCredential(managed_identity_client_id=settings.managed_identity_client_id)
+    return Bearer(credential, settings.remote_audience)
+
+
 async def _run(settings: AgentSettings, name: str) -> int:
     messaging = _messaging(settings)
-    agent = Agent(settings, messaging, RemoteService(settings.remote_url, settings.call_timeout_seconds))
+    remote = RemoteService(settings.remote_url, settings.call_timeout_seconds, _bearer(settings))
+    agent = Agent(settings, messaging, remote)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, agent.stop)

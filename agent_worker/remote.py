@@ -6,7 +6,7 @@ response — is transient.
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -50,11 +50,44 @@ def _retry_after(response: aiohttp.ClientResponse) -> float | None:
         return None
 
 
+class AccessToken(Protocol):
+    @property
+    def token(self) -> str: ...
+
+
+class TokenCredential(Protocol):
+    """azure-identity's async credential, as far as the agent uses it."""
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken: ...
+
+    async def close(self) -> None: ...
+
+
+class Bearer:
+    """The agent identity's Entra token for the remote service's audience, on every call: the
+    remote verifies it and admits the agent alone (simulator/callers.py). azure-identity caches
+    the token and renews it before it expires."""
+
+    def __init__(self, credential: TokenCredential, audience: str) -> None:
+        self._credential = credential
+        self._scope = f"{audience.rstrip('/')}/.default"
+
+    async def header(self) -> str:
+        try:
+            return f"Bearer {(await self._credential.get_token(self._scope)).token}"
+        except Exception as error:  # any credential failure: the call is retried later
+            raise TransientFailure(f"no token for {self._scope}: {type(error).__name__}: {error}") from error
+
+    async def close(self) -> None:
+        await self._credential.close()
+
+
 class RemoteService:
-    def __init__(self, base_url: str, timeout_seconds: float) -> None:
+    def __init__(self, base_url: str, timeout_seconds: float, bearer: Bearer | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
+        self._bearer = bearer
 
     async def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -63,10 +96,11 @@ class RemoteService:
 
     async def call(self, endpoint: Endpoint, idempotency_key: str, payload: dict[str, Any]) -> dict[str, Any]:
         session = await self._client()
+        headers = {"Idempotency-Key": idempotency_key}
+        if self._bearer is not None:
+            headers["Authorization"] = await self._bearer.header()
         try:
-            async with session.post(
-                self.base_url + endpoint.path, json=payload, headers={"Idempotency-Key": idempotency_key}
-            ) as response:
+            async with session.post(self.base_url + endpoint.path, json=payload, headers=headers) as response:
                 if response.status < 300:
                     result: dict[str, Any] = await response.json()
                     return result
@@ -82,3 +116,5 @@ class RemoteService:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+        if self._bearer is not None:
+            await self._bearer.close()

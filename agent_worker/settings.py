@@ -1,8 +1,9 @@
 """The agent's settings, from environment variables (``local.settings.json`` ``Values`` locally)."""
 
 from collections.abc import Mapping
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
 from settings import settings_from_env
@@ -12,6 +13,12 @@ class AgentSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     remote_url: str = Field("http://127.0.0.1:7081", alias="AGENT_REMOTE_URL")
+    # The App ID URI (api://<client ID>) of the remote service's Entra registration: when set, each
+    # call carries the agent identity's token for it (agent_worker/remote.py). Unset or '' (every
+    # local profile, and a remote that admits callers otherwise): no token.
+    remote_audience: Annotated[str | None, BeforeValidator(lambda v: None if v == "" else v)] = Field(
+        None, alias="AGENT_REMOTE_AUDIENCE"
+    )
     # "local" (or unset) is devhost's Service Bus at LOCAL_SERVICEBUS_PATH; a connection string
     # is a local broker; in Azure the namespace, reached with the agent's managed identity.
     servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")

@@ -40,9 +40,26 @@ param frontEndClientId string = ''
 @description('Email address that receives operator alerts, dead-letter alerts and Supervisor errors; empty for none.')
 param alertEmail string = ''
 
-@minLength(1)
-@description('Base URL of the remote service the agent calls (AGENT_REMOTE_URL).')
-param agentRemoteUrl string
+@description('First deployment: run the simulator (python -m simulator) as the remote service, a Container App with internal ingress in the agent\'s environment, and point the agent at it (agentRemoteUrl is then ignored). Off for production: docs/deploying.md "Production: the real remote service".')
+param deploySimulator bool = false
+
+@description('Base URL of the remote service the agent calls (AGENT_REMOTE_URL) when deploySimulator is off; required then.')
+param agentRemoteUrl string = ''
+
+@description('App ID URI of the real remote service\'s Entra registration, for which the agent presents its identity\'s token (AGENT_REMOTE_AUDIENCE) when deploySimulator is off; empty: no token.')
+param agentRemoteAudience string = ''
+
+@description('Client ID of the Entra registration that stands for the remote service (App ID URI api://<clientId>, created by the preprovision hook): the simulator admits only the agent identity\'s tokens for it. Empty: the simulator admits no call.')
+param remoteClientId string = ''
+
+@description('Simulator image; azd sets SERVICE_SIMULATOR_IMAGE_NAME after the first deploy. Empty: a placeholder image until then.')
+param simulatorImageName string = ''
+
+@description('First deployment: grant the deploying principal (principalId) the data-plane roles `python -m ops` needs to read orders, state and alerts and handle dead letters (modules/operator-rbac.bicep). Off for production, where operators get them through their own groups.')
+param grantDeployerOperatorRoles bool = false
+
+@description('The submitting app whose status queue (status-<name>) the deployer may read with grantDeployerOperatorRoles, for `ops smoke`; an entry of submittingApps.')
+param sampleAppName string = 'sample-app'
 
 @description('Agent image; azd sets SERVICE_AGENT_IMAGE_NAME after the first deploy. Empty: a placeholder image until then.')
 param agentImageName string = ''
@@ -239,6 +256,16 @@ module agentIdentity 'modules/identity.bicep' = {
   }
 }
 
+module simulatorIdentity 'modules/identity.bicep' = if (deploySimulator) {
+  name: 'simulator-identity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}sim-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
 module monitoring 'modules/monitoring.bicep' = {
   name: 'monitoring'
   scope: rg
@@ -406,7 +433,32 @@ module rbac 'modules/rbac.bicep' = {
     cosmosAccountName: cosmos.outputs.name
     cosmosDatabaseName: cosmos.outputs.databaseName
     registryName: registry.outputs.name
+    simulatorPrincipalId: deploySimulator ? simulatorIdentity.outputs.principalId : ''
   }
+}
+
+// What `python -m ops` needs, for the deployer, on a first deployment (grantDeployerOperatorRoles).
+module operatorRbac 'modules/operator-rbac.bicep' = if (grantDeployerOperatorRoles && !empty(principalId)) {
+  name: 'operator-rbac'
+  scope: rg
+  params: {
+    operatorPrincipalId: principalId
+    operatorPrincipalType: principalType
+    serviceBusName: serviceBus.outputs.name
+    ordersQueueName: serviceBus.outputs.ordersQueueName
+    agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
+    agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
+    operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
+    statusQueueName: 'status-${sampleAppName}'
+    cosmosAccountName: cosmos.outputs.name
+    cosmosDatabaseName: cosmos.outputs.databaseName
+    dataStorageName: dataStorage.outputs.name
+    compensationLogTableName: compensationLogTableName
+  }
+  // The sample app's status queue exists once the namespace module has run.
+  dependsOn: [
+    rbac
+  ]
 }
 
 module functionApp 'modules/functionapp.bicep' = {
@@ -477,6 +529,14 @@ module agent 'modules/containerapp.bicep' = {
     agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
     agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
     remoteUrl: agentRemoteUrl
+    remoteAudience: deploySimulator ? (empty(remoteClientId) ? '' : 'api://${remoteClientId}') : agentRemoteAudience
+    deploySimulator: deploySimulator
+    simulatorName: '${abbrs.appContainerApps}sim-${resourceToken}'
+    simulatorIdentityId: deploySimulator ? simulatorIdentity.outputs.id : ''
+    simulatorIdentityClientId: deploySimulator ? simulatorIdentity.outputs.clientId : ''
+    simulatorImageName: simulatorImageName
+    remoteClientId: remoteClientId
+    authAuthority: environment().authentication.loginEndpoint
     concurrency: agentConcurrency
     replicas: agentReplicas
     imageName: agentImageName
@@ -526,6 +586,8 @@ output AZURE_CONTAINER_REGISTRY_NAME string = registry.outputs.name
 output AZURE_CONTAINER_ENVIRONMENT_NAME string = agent.outputs.environmentName
 output SERVICE_API_NAME string = functionApp.outputs.name
 output SERVICE_AGENT_NAME string = agent.outputs.name
+output SERVICE_SIMULATOR_NAME string = agent.outputs.simulatorName
+output DEPLOY_SIMULATOR bool = deploySimulator
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output AZURE_FUNCTION_APP_URL string = 'https://${functionApp.outputs.defaultHostName}'
 // What a submitting app asks Entra ID for (client credentials, scope '<audience>/.default').
@@ -542,6 +604,7 @@ output AZURE_SQL_SERVER_FQDN string = sql.outputs.serverFqdn
 output AZURE_SQL_DATABASE_NAME string = sql.outputs.databaseName
 output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output COMPENSATION_LOG_TABLE_ENDPOINT string = dataStorage.outputs.tableEndpoint
 output DURABLE_BACKEND string = durableBackend
 output DURABLE_TASK_SCHEDULER_ENDPOINT string = useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
 output NETWORK_ISOLATION bool = networkIsolation

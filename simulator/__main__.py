@@ -2,10 +2,14 @@
 
 python -m simulator [--host 127.0.0.1] [--port 7081] [--ledger .data/simulator.db]
                     [--profile JSON-or-PATH] [--seed N]
+
+With SIMULATOR_AUTH_* set in the environment (its Container App in Azure), only the agent's Entra
+token is admitted (simulator/callers.py); unset, as in every local profile, any caller is.
 """
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from simulator.app import create_app
+from simulator.callers import CallerCheck, CallerSettingsError, caller_check
 from simulator.profile import FaultProfile, load_profile
 
 
@@ -31,11 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"simulator: bad profile: {error}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(args.host, args.port, args.ledger, profile))
+    try:
+        callers = caller_check(os.environ)
+    except CallerSettingsError as error:
+        print(f"simulator: {error}", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve(args.host, args.port, args.ledger, profile, callers))
 
 
-async def _serve(host: str, port: int, ledger: Path, profile: FaultProfile) -> int:
-    runner = web.AppRunner(create_app(ledger, profile), access_log=None, handle_signals=False)
+async def _serve(
+    host: str, port: int, ledger: Path, profile: FaultProfile, callers: CallerCheck | None
+) -> int:
+    app = create_app(ledger, profile, callers=callers)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

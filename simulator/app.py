@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from simulator.callers import CallerCheck, middleware
 from simulator.ledger import Ledger
 from simulator.profile import FaultProfile
 
@@ -179,10 +180,12 @@ def create_app(
     *,
     clock: Clock = utc_now,
     monotonic: Monotonic = time.monotonic,
+    callers: CallerCheck | None = None,
 ) -> web.Application:
-    """The service as an aiohttp app; ``clock`` stamps the ledger, ``monotonic`` drives outage windows."""
+    """The service as an aiohttp app; ``clock`` stamps the ledger, ``monotonic`` drives outage windows,
+    ``callers`` (simulator/callers.py) admits only the agent's token when given."""
     simulator = Simulator(Ledger(ledger_path), profile or FaultProfile(), clock, monotonic)
-    app = web.Application()
+    app = web.Application(middlewares=[middleware(callers)] if callers is not None else [])
     app[SIMULATOR] = simulator
     for operation in OPERATIONS:
         app.router.add_post(f"/{operation}", simulator.operation(operation))

@@ -1,10 +1,14 @@
 """What ships, checked from a repository root: each check returns its problems, one line each.
 
-Two artefacts ship. The Function App package is the repository minus ``.funcignore``
+Three artefacts ship. The Function App package is the repository minus ``.funcignore``
 (``tools/deploy_package.py``); the Agent's image is what ``agent_worker/Dockerfile`` copies out of
-the build context that ``.dockerignore`` admits. For each, the module files must be exactly the
-first-party import closure of its entry point (imports inside functions included), and every
-third-party distribution its code imports directly must be pinned in its own requirements file.
+the build context that ``.dockerignore`` admits; the simulator's image (a first deployment's
+remote service) is what ``simulator/Dockerfile`` copies out of the context its own ignore file,
+``simulator/Dockerfile.dockerignore``, admits (BuildKit reads ``<Dockerfile>.dockerignore`` beside
+the Dockerfile instead of the root one, so each image's context is exactly its own). For each, the
+module files must be exactly the first-party import closure of its entry point (imports inside
+functions included), and every third-party distribution its code imports directly must be pinned
+in its own requirements file.
 
 The checks take the root as an argument so the tests can run them on a mutated copy as well as
 on the repository. ``python -m tools.shipping [ROOT]`` prints the problems and exits 1 on any.
@@ -16,6 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -30,11 +35,12 @@ APP_REQUIREMENTS = "requirements.txt"
 AGENT_REQUIREMENTS = "agent_worker/requirements.txt"
 DEV_REQUIREMENTS = "requirements-dev.txt"
 DOCKERFILE = "agent_worker/Dockerfile"
+SIMULATOR_ENTRY = "simulator.__main__"
+SIMULATOR_REQUIREMENTS = "simulator/requirements.txt"
+SIMULATOR_DOCKERFILE = "simulator/Dockerfile"
 
 # What the package holds besides modules: the host's configuration and what Azure installs.
 PACKAGE_DATA = frozenset({"host.json", "requirements.txt"})
-# What the image holds besides modules: what its `pip install` reads.
-IMAGE_DATA = frozenset({AGENT_REQUIREMENTS})
 
 # Modules the package ships although the Function App never imports them, and why.
 SHIPPED_UNREACHED = {
@@ -49,6 +55,33 @@ PINNED_UNIMPORTED = {
 }
 # The same for the agent's requirements: it has no runtime beside `python -m agent_worker`.
 AGENT_PINNED_UNIMPORTED: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Image:
+    """One container image: what builds it, what it runs, what it installs."""
+
+    label: str  # "the agent": who imports what, in a problem's words
+    dockerfile: str
+    entry: str
+    requirements: str
+    pinned_unimported: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def data(self) -> frozenset[str]:
+        """What the image holds besides modules: what its `pip install` reads."""
+        return frozenset({self.requirements})
+
+
+AGENT_IMAGE = Image("the agent", DOCKERFILE, AGENT_ENTRY, AGENT_REQUIREMENTS, AGENT_PINNED_UNIMPORTED)
+SIMULATOR_IMAGE = Image(
+    "the simulator",
+    SIMULATOR_DOCKERFILE,
+    SIMULATOR_ENTRY,
+    SIMULATOR_REQUIREMENTS,
+    {"cryptography": PINNED_UNIMPORTED["cryptography"]},
+)
+IMAGES = (AGENT_IMAGE, SIMULATOR_IMAGE)
 
 # Paths that exist only at run time (never tracked), so the ignore-file check sees them too.
 FUNCIGNORE_PROBES = (
@@ -213,9 +246,9 @@ def _tree(root: Path, denied: Callable[[str], tuple[bool, bool]]) -> Iterator[st
 # --- the Agent's image -------------------------------------------------------------------------
 
 
-def dockerfile_copies(root: Path) -> list[str]:
-    """The sources of every COPY in the Dockerfile, as written (``domain/``)."""
-    text = (root / DOCKERFILE).read_text()
+def dockerfile_copies(root: Path, image: Image = AGENT_IMAGE) -> list[str]:
+    """The sources of every COPY in the image's Dockerfile, as written (``domain/``)."""
+    text = (root / image.dockerfile).read_text()
     return [src for line in re.findall(r"^COPY\s+(.+)$", text, re.M) for src in line.split()[:-1]]
 
 
@@ -235,10 +268,17 @@ def _docker_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(f"{body}(/.*)?")
 
 
-def docker_context(root: Path) -> set[str]:
-    """The files ``.dockerignore`` lets into the build context (the last matching line wins)."""
+def ignore_file(root: Path, image: Image = AGENT_IMAGE) -> str:
+    """The ignore file BuildKit reads for this Dockerfile: ``<Dockerfile>.dockerignore`` beside
+    it if there is one, else the context root's ``.dockerignore``."""
+    own = f"{image.dockerfile}.dockerignore"
+    return own if (root / own).is_file() else ".dockerignore"
+
+
+def docker_context(root: Path, image: Image = AGENT_IMAGE) -> set[str]:
+    """The files the image's ignore file lets into the build context (the last matching line wins)."""
     rules: list[tuple[re.Pattern[str], bool, str]] = []
-    for raw in (root / ".dockerignore").read_text().splitlines():
+    for raw in (root / ignore_file(root, image)).read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
             exception = line.startswith("!")
@@ -269,35 +309,37 @@ def docker_context(root: Path) -> set[str]:
     return admitted
 
 
-def image_files(root: Path) -> set[str]:
+def image_files(root: Path, image: Image = AGENT_IMAGE) -> set[str]:
     """What the image holds of the repository: the context's files under a COPY source."""
-    sources = [s.rstrip("/") for s in dockerfile_copies(root)]
-    return {f for f in docker_context(root) if any(f == s or f.startswith(f"{s}/") for s in sources)}
+    sources = [s.rstrip("/") for s in dockerfile_copies(root, image)]
+    context = docker_context(root, image)
+    return {f for f in context if any(f == s or f.startswith(f"{s}/") for s in sources)}
 
 
 def image_problems(root: Path) -> list[str]:
-    context = docker_context(root)
-    shipped = image_files(root)
+    return [problem for image in IMAGES for problem in _image_problems(root, image)]
+
+
+def _image_problems(root: Path, image: Image) -> list[str]:
+    who, dockerfile, ignore = image.label, image.dockerfile, ignore_file(root, image)
+    context = docker_context(root, image)
+    shipped = image_files(root, image)
     modules = {f for f in shipped if f.endswith(".py")}
-    reached = closure_files(root, AGENT_ENTRY)
-    problems = [f"{f}: the agent imports it, but the image leaves it out" for f in sorted(reached - modules)]
-    problems += [f"{f}: in the image, but the agent never imports it" for f in sorted(modules - reached)]
+    reached = closure_files(root, image.entry)
+    problems = [f"{f}: {who} imports it, but its image leaves it out" for f in sorted(reached - modules)]
+    problems += [f"{f}: in {who}'s image, but {who} never imports it" for f in sorted(modules - reached)]
     problems += [
-        f"{f}: in the image, but not a module or its requirements"
-        for f in sorted(shipped - modules - IMAGE_DATA)
+        f"{f}: in {who}'s image, but not a module or its requirements"
+        for f in sorted(shipped - modules - image.data)
     ]
-    problems += [
-        f".dockerignore admits {f}, which the Dockerfile never copies" for f in sorted(context - shipped)
-    ]
+    problems += [f"{ignore} admits {f}, which {dockerfile} never copies" for f in sorted(context - shipped)]
     packages = {f.split("/")[0] for f in reached}
-    copied = {s.rstrip("/") for s in dockerfile_copies(root)}
+    copied = {s.rstrip("/") for s in dockerfile_copies(root, image)}
     problems += [
-        f"{DOCKERFILE}: copies {c}, not a package the agent reaches"
-        for c in sorted(copied - packages - IMAGE_DATA)
+        f"{dockerfile}: copies {c}, not a package {who} reaches"
+        for c in sorted(copied - packages - image.data)
     ]
-    problems += [
-        f"{DOCKERFILE}: never copies {p}/, which the agent imports" for p in sorted(packages - copied)
-    ]
+    problems += [f"{dockerfile}: never copies {p}/, which {who} imports" for p in sorted(packages - copied)]
     return problems
 
 
@@ -407,11 +449,13 @@ def _pinning_problems(
 
 def requirement_problems(root: Path) -> list[str]:
     app = {f for f in package_files(root) if f.endswith(".py")}
-    agent = {f for f in image_files(root) if f.endswith(".py")}
     problems = _pinning_problems(root, app, APP_REQUIREMENTS, PINNED_UNIMPORTED, "the Function App package")
-    problems += _pinning_problems(root, agent, AGENT_REQUIREMENTS, AGENT_PINNED_UNIMPORTED, "the agent image")
+    for image in IMAGES:
+        modules = {f for f in image_files(root, image) if f.endswith(".py")}
+        what = f"{image.label} image"
+        problems += _pinning_problems(root, modules, image.requirements, image.pinned_unimported, what)
     versions: dict[str, dict[str, str]] = {}
-    for relative in (APP_REQUIREMENTS, AGENT_REQUIREMENTS, DEV_REQUIREMENTS):
+    for relative in (APP_REQUIREMENTS, *(i.requirements for i in IMAGES), DEV_REQUIREMENTS):
         for name, version in pins(root, relative).items():
             versions.setdefault(name, {})[relative] = version
     problems += [
@@ -422,7 +466,7 @@ def requirement_problems(root: Path) -> list[str]:
     dev = pins(root, DEV_REQUIREMENTS)
     problems += [
         f"{DEV_REQUIREMENTS}: does not install {name}, which {relative} pins"
-        for relative in (APP_REQUIREMENTS, AGENT_REQUIREMENTS)
+        for relative in (APP_REQUIREMENTS, *(i.requirements for i in IMAGES))
         for name in sorted(pins(root, relative).keys() - dev.keys())
     ]
     return problems
@@ -455,10 +499,12 @@ def dev_only_problems(root: Path) -> list[str]:
     is there in every test run and missing in Azure."""
     dev = installed_by(pins(root, DEV_REQUIREMENTS))
     problems: list[str] = []
-    for what, files, requirements in (
-        ("the package", {f for f in package_files(root) if f.endswith(".py")}, APP_REQUIREMENTS),
-        ("the agent image", {f for f in image_files(root) if f.endswith(".py")}, AGENT_REQUIREMENTS),
-    ):
+    artefacts = [("the package", {f for f in package_files(root) if f.endswith(".py")}, APP_REQUIREMENTS)]
+    artefacts += [
+        (f"{i.label} image", {f for f in image_files(root, i) if f.endswith(".py")}, i.requirements)
+        for i in IMAGES
+    ]
+    for what, files, requirements in artefacts:
         dev_only = dev - installed_by(pins(root, requirements))
         imported, _ = direct_distributions(root, files)
         problems += [

@@ -3,7 +3,13 @@
 // diagnostic setting (no workspace key). The image comes from the registry (registry.bicep), pulled
 // with the same identity (AcrPull).
 //
-// No ingress: the agent only reads agent-requests and writes agent-replies. A fixed replica count
+// With deploySimulator (a first deployment), the same environment also runs the simulator
+// (python -m simulator, simulator/Dockerfile) as the remote service: internal ingress only, so
+// only apps in this environment reach it; its own user-assigned identity (AcrPull, nothing else);
+// it admits only the agent identity's Entra token for the remote registration (simulator/callers.py),
+// and the agent is pointed at it and presents that token (AGENT_REMOTE_AUDIENCE).
+//
+// No ingress on the agent: it only reads agent-requests and writes agent-replies. A fixed replica count
 // rather than a KEDA Service Bus rule, because the scaler reading queue length would need a
 // management (Manage / Data Owner) right that the agent identity must not hold.
 
@@ -46,8 +52,35 @@ param agentRequestsQueueName string
 @description('Queue the agent sends replies to.')
 param agentRepliesQueueName string
 
-@description('Base URL of the remote service the agent calls.')
+@description('Base URL of the remote service the agent calls; ignored with deploySimulator.')
 param remoteUrl string
+
+@description('App ID URI (api://<client ID>) of the remote service registration the agent asks a token for (AGENT_REMOTE_AUDIENCE); empty: no token.')
+param remoteAudience string = ''
+
+@description('Deploy the simulator as the remote service in this environment and point the agent at it.')
+param deploySimulator bool = false
+
+@description('Name of the simulator Container App.')
+param simulatorName string = ''
+
+@description('azd service name of the simulator in azure.yaml.')
+param simulatorServiceName string = 'simulator'
+
+@description('Resource ID of the simulator user-assigned identity.')
+param simulatorIdentityId string = ''
+
+@description('Client ID of the simulator user-assigned identity.')
+param simulatorIdentityClientId string = ''
+
+@description('Simulator image; empty on the first provision, then the image azd deployed.')
+param simulatorImageName string = ''
+
+@description('Client ID of the remote service registration: the audience of the tokens the simulator admits.')
+param remoteClientId string = ''
+
+@description('Entra sign-in endpoint whose v2.0 issuer the simulator trusts (environment().authentication.loginEndpoint).')
+param authAuthority string = ''
 
 @description('Requests one agent replica works on at once.')
 @minValue(1)
@@ -167,7 +200,11 @@ resource agent 'Microsoft.App/containerApps@2024-03-01' = {
             }
             {
               name: 'AGENT_REMOTE_URL'
-              value: remoteUrl
+              value: deploySimulator ? 'https://${simulatorApp.properties.configuration.ingress.fqdn}' : remoteUrl
+            }
+            {
+              name: 'AGENT_REMOTE_AUDIENCE'
+              value: remoteAudience
             }
             {
               name: 'AGENT_CONCURRENCY'
@@ -227,5 +264,80 @@ resource agent 'Microsoft.App/containerApps@2024-03-01' = {
   }
 }
 
+// The remote service of a first deployment. Its effects ledger is a SQLite file in the replica's
+// own file system (/tmp): lost with the replica, which a stand-in can afford. One replica, so every
+// call with an idempotency key meets the same ledger.
+resource simulatorApp 'Microsoft.App/containerApps@2024-03-01' = if (deploySimulator) {
+  name: simulatorName
+  location: location
+  tags: union(tags, { 'azd-service-name': simulatorServiceName })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${simulatorIdentityId}': {}
+    }
+  }
+  properties: {
+    environmentId: environment.id
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      // Internal: reachable from this environment's apps only (the agent), never from the internet.
+      ingress: {
+        external: false
+        targetPort: 8080
+        transport: 'http'
+        allowInsecure: false
+      }
+      registries: [
+        {
+          server: registryLoginServer
+          identity: simulatorIdentityId
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: 'simulator'
+          image: empty(simulatorImageName) ? 'mcr.microsoft.com/azuredocs/containerapps-helloworld:latest' : simulatorImageName
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+          env: [
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: simulatorIdentityClientId
+            }
+            {
+              name: 'SIMULATOR_AUTH_AUTHORITY'
+              value: authAuthority
+            }
+            {
+              name: 'SIMULATOR_AUTH_TENANT_ID'
+              value: tenant().tenantId
+            }
+            {
+              name: 'SIMULATOR_AUTH_AUDIENCE'
+              value: remoteClientId
+            }
+            // The agent's identity alone may call.
+            {
+              name: 'SIMULATOR_ALLOWED_CALLERS'
+              value: identityClientId
+            }
+          ]
+        }
+      ]
+      scale: {
+        minReplicas: 1
+        maxReplicas: 1
+      }
+    }
+  }
+}
+
 output name string = agent.name
 output environmentName string = environment.name
+output simulatorName string = deploySimulator ? simulatorApp.name : ''

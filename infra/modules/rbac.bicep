@@ -14,6 +14,7 @@
 // | agent           | queue agent-requests                       | Data Receiver                    |
 // | agent           | queue agent-replies                        | Data Sender                      |
 // | agent           | container registry                         | AcrPull                          |
+// | simulator       | container registry                         | AcrPull (its only role; deploySimulator) |
 // | submitting app  | its own queue status-<name>                | Data Receiver (the only receiver, E16); nothing else |
 //
 // Data Owner, only on the two queues the Function App's Service Bus triggers read (orders,
@@ -82,6 +83,9 @@ param cosmosDatabaseName string
 
 @description('Name of the container registry of the agent image.')
 param registryName string
+
+@description('Principal ID of the simulator identity (deploySimulator); empty: no simulator.')
+param simulatorPrincipalId string = ''
 
 // Built-in role definition IDs (the same in every tenant).
 var roles = {
@@ -352,6 +356,17 @@ resource agentPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   scope: registry
   properties: {
     principalId: agentPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.acrPull)
+  }
+}
+
+// The simulator (deploySimulator) pulls its own image; nothing else.
+resource simulatorPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(simulatorPrincipalId)) {
+  name: guid(registry.id, simulatorPrincipalId, roles.acrPull)
+  scope: registry
+  properties: {
+    principalId: simulatorPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.acrPull)
   }

@@ -129,16 +129,6 @@ def code_placeholders() -> list[str]:
     return sorted(set(re.findall(r"%([A-Za-z0-9_]+)%", (REPO / "function_app.py").read_text())))
 
 
-@pytest.fixture(scope="session")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_repo(tmp_path_factory.mktemp("clean"))
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path)
-
-
 # --- the real repository ---------------------------------------------------------------------
 
 

@@ -12,7 +12,6 @@ from tests.iac.test_iac import (
     BICEP_PYTHON,
     REPO,
     assert_fails,
-    copy_repo,
     declaring,
     edit,
     function_app_file,
@@ -21,16 +20,6 @@ from tests.iac.test_iac import (
 
 DTS = "[durableBackend=durableTaskScheduler"
 ISOLATED = "networkIsolation=true]"
-
-
-@pytest.fixture(scope="session")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_repo(tmp_path_factory.mktemp("clean"))
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path)
 
 
 def main_bicep(root: Path) -> Path:

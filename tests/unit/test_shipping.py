@@ -1,7 +1,9 @@
 """What ships is exactly what runs (tools/shipping.py).
 
-Two artefacts ship: the Function App package (the repository minus ``.funcignore``) and the
-Agent's image (what ``agent_worker/Dockerfile`` copies of what ``.dockerignore`` admits). Their
+Three artefacts ship: the Function App package (the repository minus ``.funcignore``), the
+Agent's image (what ``agent_worker/Dockerfile`` copies of what ``.dockerignore`` admits) and the
+simulator's image (what ``simulator/Dockerfile`` copies of what its own
+``simulator/Dockerfile.dockerignore`` admits). Their
 module files must be the import closures of their entry points, lazy imports included, and what
 their code imports directly must be pinned in their own requirements. The checks run on the
 repository, and on a copy with one mistake put in, which each must catch.
@@ -130,12 +132,16 @@ def copy(tmp_path: Path) -> Path:
         ".funcignore",
         ".dockerignore",
         shipping.DOCKERFILE,
+        shipping.SIMULATOR_DOCKERFILE,
+        f"{shipping.SIMULATOR_DOCKERFILE}.dockerignore",
         shipping.APP_REQUIREMENTS,
         shipping.AGENT_REQUIREMENTS,
+        shipping.SIMULATOR_REQUIREMENTS,
         shipping.DEV_REQUIREMENTS,
         "servicebus/Config.json",  # the root folder `/servicebus/` is there to leave out
     }
-    for relative in shipping.package_files(ROOT) | shipping.image_files(ROOT) | defining:
+    images = {f for image in shipping.IMAGES for f in shipping.image_files(ROOT, image)}
+    for relative in shipping.package_files(ROOT) | images | defining:
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / relative, tmp_path / relative)
     return tmp_path
@@ -226,13 +232,53 @@ def test_a_dockerignore_that_lets_the_harness_in_fails(copy: Path) -> None:
     (copy / "devhost").mkdir()
     (copy / "devhost" / "__init__.py").write_text("")
     (copy / ".dockerignore").write_text((copy / ".dockerignore").read_text() + "!devhost/\n")
-    assert ".dockerignore admits devhost/__init__.py, which the Dockerfile never copies" in (
+    assert ".dockerignore admits devhost/__init__.py, which agent_worker/Dockerfile never copies" in (
         shipping.image_problems(copy)
     )
 
 
 def test_an_image_without_a_module_the_agent_imports_fails(copy: Path) -> None:
     _edit(copy / ".dockerignore", "!domain/policy.py\n", "")
-    assert "domain/policy.py: the agent imports it, but the image leaves it out" in shipping.image_problems(
+    assert "domain/policy.py: the agent imports it, but its image leaves it out" in shipping.image_problems(
         copy
     )
+
+
+# --- the simulator's image: its own ignore file, its own requirements ----------------------------
+
+SIMULATOR_IGNORE = "simulator/Dockerfile.dockerignore"
+
+
+def test_the_simulator_image_reads_its_own_ignore_file_not_the_agents() -> None:
+    assert shipping.ignore_file(ROOT, shipping.SIMULATOR_IMAGE) == SIMULATOR_IGNORE
+    assert shipping.ignore_file(ROOT, shipping.AGENT_IMAGE) == ".dockerignore"
+    simulator = shipping.image_files(ROOT, shipping.SIMULATOR_IMAGE)
+    assert "adapters/entra_tokens.py" in simulator
+    assert "adapters/entra_tokens.py" not in shipping.image_files(ROOT, shipping.AGENT_IMAGE)
+    assert not any(f.startswith("agent_worker/") for f in simulator)
+
+
+def test_a_simulator_image_without_the_token_verifier_fails(copy: Path) -> None:
+    _edit(copy / SIMULATOR_IGNORE, "!adapters/entra_tokens.py\n", "")
+    assert (
+        "adapters/entra_tokens.py: the simulator imports it, but its image leaves it out"
+        in shipping.image_problems(copy)
+    )
+
+
+def test_a_simulator_ignore_file_that_lets_the_agent_in_fails(copy: Path) -> None:
+    _edit(copy / SIMULATOR_IGNORE, "!simulator/*.py\n", "!simulator/*.py\n!agent_worker/*.py\n")
+    assert (
+        f"{SIMULATOR_IGNORE} admits agent_worker/remote.py, which simulator/Dockerfile never copies"
+        in shipping.image_problems(copy)
+    )
+
+
+def test_the_simulator_needs_pyjwt_pinned(copy: Path) -> None:
+    _edit(copy / shipping.SIMULATOR_REQUIREMENTS, "PyJWT==2.15.1\n", "")
+    problems = shipping.requirement_problems(copy)
+    assert any(
+        "adapters/entra_tokens.py" in p
+        and "imports pyjwt, which simulator/requirements.txt does not pin" in p
+        for p in problems
+    ), problems

@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.iac import app_roles, cross_checks, isolation, trigger_roles, variants
+from tools.iac import app_roles, cross_checks, first_deployment, isolation, trigger_roles, variants
 from tools.iac.infra_rules import check_infra
 from tools.iac.problems import Report
 
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     isolation.check(root, deployment, report)
     trigger_roles.check(root, deployment, report)
     variants.check(root, deployment, report)
+    first_deployment.check(root, deployment, report)
     if deployment is not None and deployment.instances:
         app_roles.check(root, deployment, deployment.instances[0], report)
     for problem in report.problems:

@@ -27,6 +27,9 @@ ALLOWED_ROLES: dict[str, str] = {
     "Durable Task Data Contributor": "0ad04412-c4d5-4796-b79c-f76d14c8d402",
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
+    # Only the deployer's, only on the compensation log table, with grantDeployerOperatorRoles:
+    # `ops show` reads an order's compensation entries (OPERATOR_ROLES).
+    "Storage Table Data Reader": "76199698-9eea-4c19-bc75-cec21354c6b6",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
 }
 
@@ -40,6 +43,10 @@ OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
     "SAS_DATA_DIR": (frozenset({AZURE, LOCAL}), "the embedded profile's SQLite files"),
     "LOCAL_SERVICEBUS_PATH": (frozenset({AZURE, LOCAL}), "the local Service Bus file"),
     "AZURE_CLIENT_ID": (frozenset({LOCAL}), "a managed identity's client ID exists only in Azure"),
+    "AGENT_REMOTE_AUDIENCE": (
+        frozenset({LOCAL}),
+        "the agent presents an Entra token only in Azure; a local remote admits any caller",
+    ),
     "SAS_ORDERS_QUEUE_RESOURCE_ID": (
         frozenset({LOCAL}),
         "an ARM resource exists only in Azure; locally the bus or the connection string counts",
@@ -153,7 +160,17 @@ DURABLE_TASK_SCHEDULER = "durableTaskScheduler"
 DURABLE_BACKENDS: tuple[str, ...] = (AZURE_STORAGE, DURABLE_TASK_SCHEDULER)
 # Private endpoints for the data services, their public network access off.
 NETWORK_ISOLATION_PARAM = "networkIsolation"
-DEPLOYMENT_OPTIONS: tuple[str, ...] = (DURABLE_BACKEND_PARAM, NETWORK_ISOLATION_PARAM)
+# A first deployment's options (first_deployment.py): the simulator as the remote service, and the
+# deployer's data-plane roles for `python -m ops`. main.parameters.json turns both on through azd
+# variables; main.bicep's defaults (off) are production's. The checker evaluates both values.
+DEPLOY_SIMULATOR_PARAM = "deploySimulator"
+OPERATOR_ROLES_PARAM = "grantDeployerOperatorRoles"
+DEPLOYMENT_OPTIONS: tuple[str, ...] = (
+    DURABLE_BACKEND_PARAM,
+    NETWORK_ISOLATION_PARAM,
+    DEPLOY_SIMULATOR_PARAM,
+    OPERATOR_ROLES_PARAM,
+)
 
 # What the Function App's settings must say on the Durable Task Scheduler (durable.py): the host
 # reads AzureFunctionsJobHost__<path> as host.json's <path>, so one host.json serves both backends.
@@ -192,3 +209,33 @@ PUBLIC_ACCESS_PROPERTY: dict[str, str] = {
     "Microsoft.ContainerRegistry/registries": "publicNetworkAccess",
 }
 PUBLIC_ENDPOINTS_DOC = "docs/deploying.md"
+
+# --- A first deployment (first_deployment.py) ------------------------------------------------------
+
+# The simulator's Container App: its azd service name (azure.yaml). Internal ingress only, its own
+# identity with AcrPull alone, in the agent's environment.
+SIMULATOR_SERVICE = "simulator"
+SIMULATOR_ROLES: frozenset[str] = frozenset({ALLOWED_ROLES["AcrPull"]})
+# main.bicep's deploying principal.
+DEPLOYER_PARAM = "principalId"
+# What the deployer may hold with grantDeployerOperatorRoles, and nothing else: role GUID -> the
+# scopes it may have (a queue's name, "status-*" for the sample app's status queue, "database" for
+# Cosmos DB's database, "table" for the compensation log table) and which ops command needs it.
+OPERATOR_ROLES: dict[str, tuple[frozenset[str], str]] = {
+    ALLOWED_ROLES["Azure Service Bus Data Receiver"]: (
+        frozenset({"operator-alerts", "orders", "agent-requests", "agent-replies", "status-*"}),
+        "ops alerts / ack / drain, ops dlq list|resubmit, ops smoke and ops show peek or receive there",
+    ),
+    ALLOWED_ROLES["Azure Service Bus Data Sender"]: (
+        frozenset({"orders", "agent-requests", "agent-replies"}),
+        "ops dlq resubmit sends a dead letter back to its queue",
+    ),
+    ALLOWED_ROLES["Cosmos DB Built-in Data Reader"]: (
+        frozenset({"database"}),
+        "ops status, show, list and watch read state records",
+    ),
+    ALLOWED_ROLES["Storage Table Data Reader"]: (
+        frozenset({"table"}),
+        "ops show reads the compensation log",
+    ),
+}

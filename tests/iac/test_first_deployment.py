@@ -1,0 +1,139 @@
+"""A first deployment's options (deploySimulator, grantDeployerOperatorRoles): the project checker
+evaluates both on and both off (tools/iac/first_deployment.py), and breaking what either needs —
+in a copy of the repository — fails, naming it. The helpers are test_iac.py's; the fixtures
+(``clean``, ``root``) tests/iac/conftest.py's."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.iac.test_iac import assert_fails, edit, needs_bicep
+from tools.iac import policy
+
+ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
+OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader: allowed, not to them
+SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
+
+
+def containerapp(root: Path) -> Path:
+    return root / "infra" / "modules" / "containerapp.bicep"
+
+
+def operator_roles(root: Path) -> Path:
+    return root / "infra" / "modules" / "operator-rbac.bicep"
+
+
+def rbac(root: Path) -> Path:
+    return root / "infra" / "modules" / "rbac.bicep"
+
+
+# --- the simulator ------------------------------------------------------------------------------
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("old", "new", "needles"),
+    [
+        ("external: false", "external: true", (ON, "'simulatorApp' has ingress.external True")),
+        ("= if (deploySimulator) {", "= {", (OFF, "the simulator Container App 'simulatorApp' is deployed")),
+        (
+            "= if (deploySimulator) {",
+            "= if (!deploySimulator) {",
+            (ON, "no Container App tagged azd-service-name 'simulator' is deployed"),
+        ),
+        (
+            "'${simulatorIdentityId}': {}",
+            "'${identityId}': {}",
+            (ON, "runs as the agent's or the Function App's identity"),
+        ),
+    ],
+    ids=["external-ingress", "deployed-when-off", "missing-when-on", "agent-identity"],
+)
+def test_the_simulator_broken(root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]) -> None:
+    edit(containerapp(root), old, new)
+    assert_fails(root, *needles, clean=clean)
+
+
+@needs_bicep
+def test_the_simulator_identity_with_another_role_fails(root: Path, clean: Path) -> None:
+    path = rbac(root)
+    text = path.read_text()
+    head, _, tail = text.rpartition("resource simulatorPull")
+    path.write_text(
+        head + "resource simulatorPull" + tail.replace("roles.acrPull)", "roles.storageBlobDataOwner)")
+    )
+    assert_fails(root, "'simulatorPull' grants the simulator's identity Storage Blob Data Owner", clean=clean)
+
+
+# --- the deployer's roles -----------------------------------------------------------------------
+
+
+@needs_bicep
+def test_a_deployer_role_at_namespace_scope_fails(root: Path, clean: Path) -> None:
+    edit(operator_roles(root), "scope: operatorAlertsQueue\n", "scope: namespace\n")
+    assert_fails(
+        root,
+        ON,
+        "'alertsReceiver' grants the deployer Azure Service Bus Data Receiver at namespace",
+        "broader than `python -m ops` needs",
+        clean=clean,
+    )
+    assert_fails(root, ON, "holds no Azure Service Bus Data Receiver at operator-alerts", clean=clean)
+
+
+@needs_bicep
+def test_a_deployer_sender_on_a_status_queue_fails(root: Path, clean: Path) -> None:
+    path = operator_roles(root)
+    text = path.read_text()
+    head, _, tail = text.partition("resource statusReceiver")
+    path.write_text(
+        head + "resource statusReceiver" + tail.replace("serviceBusDataReceiver", "serviceBusDataSender", 2)
+    )
+    assert_fails(
+        root, ON, "grants the deployer Azure Service Bus Data Sender at status-sample-app", clean=clean
+    )
+
+
+@needs_bicep
+def test_a_deployer_role_outside_the_list_fails(root: Path, clean: Path) -> None:
+    edit(operator_roles(root), "'76199698-9eea-4c19-bc75-cec21354c6b6'", f"'{BLOB_READER}'")
+    assert_fails(root, ON, "grants the deployer Storage Blob Data Reader at table", clean=clean)
+    assert_fails(root, ON, "holds no Storage Table Data Reader at table", "ops show", clean=clean)
+
+
+@needs_bicep
+def test_the_deployer_cosmos_reader_must_stay_a_reader(root: Path, clean: Path) -> None:
+    edit(
+        operator_roles(root),
+        "'00000000-0000-0000-0000-000000000001'",
+        "'00000000-0000-0000-0000-000000000002'",
+    )
+    assert_fails(root, ON, "grants the deployer Cosmos DB Built-in Data Contributor at database", clean=clean)
+
+
+@needs_bicep
+def test_deployer_roles_with_the_option_off_fail(root: Path, clean: Path) -> None:
+    edit(
+        root / "infra" / "main.bicep",
+        "= if (grantDeployerOperatorRoles && !empty(principalId)) {",
+        "= if (!empty(principalId)) {",
+    )
+    assert_fails(root, OFF, "grants the deployer", "with grantDeployerOperatorRoles off", clean=clean)
+
+
+@needs_bicep
+def test_the_sample_app_must_be_registered(root: Path, clean: Path) -> None:
+    edit(
+        root / "infra" / "main.bicep",
+        "param sampleAppName string = 'sample-app'",
+        "param sampleAppName string = 'demo'",
+    )
+    assert_fails(root, "sampleAppName 'demo' is not in submittingApps", clean=clean)
+
+
+def test_a_deployer_sender_is_not_allowed_on_operator_alerts() -> None:
+    """The allow-list itself: Send only where ops dlq resubmit sends."""
+    scopes, _ = policy.OPERATOR_ROLES[SENDER]
+    assert "operator-alerts" not in scopes
+    assert not any(s.startswith("status-") for s in scopes)

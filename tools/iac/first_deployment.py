@@ -1,0 +1,294 @@
+"""A first deployment's two options, checked both ways: the simulator as the remote service
+(``deploySimulator``) and the deployer's data-plane roles for ``python -m ops``
+(``grantDeployerOperatorRoles``).
+
+main.parameters.json turns both on through azd variables, so main.bicep is evaluated here with
+both on (and a probe principal ID as the deployer) and with both off:
+
+- on: a Container App tagged ``azd-service-name: simulator`` is deployed in the agent's Container
+  Apps environment, with ingress and ``external: false`` (reachable from the environment's apps
+  only), its own user-assigned identity (neither the agent's nor the Function App's), and that
+  identity holds ``policy.SIMULATOR_ROLES`` (AcrPull) and nothing else; the project's resource and
+  settings rules hold for it too;
+- on: every role the deployer holds is one of ``policy.OPERATOR_ROLES`` at a scope listed there
+  (a queue, the sample app's status queue, the Cosmos DB database, the compensation log table),
+  and each of those the ``ops`` commands need is granted;
+- off: no simulator, no role held by its identity, and no role for the deployer at all.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.iac import cross_checks, isolation, policy
+from tools.iac.bicep import Instance, Resource, ResourceRef, Unknown
+from tools.iac.infra_rules import Deployment, check_resources, parameters_json, parameters_json_values
+from tools.iac.problems import Problem, Report
+
+PROBE_DEPLOYER = "d0000000-0000-4000-8000-00000000000d"
+ROLE_TYPES = isolation.ROLE_TYPES
+ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
+OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+INTERPOLATED = re.compile(r"\$\{([^{}]+)\}")
+ROLE_NAMES = {guid.lower(): name for name, guid in policy.ALLOWED_ROLES.items()}
+Origin = tuple[tuple[str, ...], str]
+TABLE = "microsoft.storage/storageaccounts/tableservices/tables"
+
+
+def check(root: Path, deployment: Deployment | None, report: Report) -> None:
+    if deployment is None or not deployment.instances:
+        return
+    main = deployment.instances[0]
+    declared = main.file.section("parameters")
+    missing = [p for p in (policy.DEPLOY_SIMULATOR_PARAM, policy.OPERATOR_ROLES_PARAM) if p not in declared]
+    for name in missing:
+        report.add(main.file.rel, None, f"main.bicep declares no parameter '{name}'", "declare it (bool)")
+    if missing:
+        return
+    on, off = _evaluate(root, main, on=True), _evaluate(root, main, on=False)
+    own = Report()
+    check_resources(on, own)
+    cross_checks.check(root, on, own)
+    for problem in own.problems:
+        _add(report, problem)
+    _check_simulator_on(on, report)
+    _check_simulator_off(off, report)
+    _check_deployer_on(on, main, report)
+    _check_deployer_off(off, report)
+    _check_sample_app(root, main, report)
+
+
+def _evaluate(root: Path, main: Instance, *, on: bool) -> Deployment:
+    instance = Instance(main.file, {}, main.loader)
+    instance.complete_params(
+        {
+            **parameters_json_values(root),
+            policy.DEPLOY_SIMULATOR_PARAM: on,
+            policy.OPERATOR_ROLES_PARAM: on,
+            policy.DEPLOYER_PARAM: PROBE_DEPLOYER,
+        }
+    )
+    return Deployment(list(instance.walk()))
+
+
+def _add(report: Report, problem: Problem) -> None:
+    if not report.has(problem):
+        report.add(problem.file, problem.line, f"{ON} {problem.what}", problem.fix)
+
+
+# --- the simulator -------------------------------------------------------------------------------
+
+
+@dataclass
+class App:
+    resource: Resource
+    identities: set[Origin]
+    environment: Origin | None
+
+
+def _apps(deployment: Deployment, service: str) -> list[App]:
+    found: list[App] = []
+    for instance in deployment.instances:
+        for resource in instance.all_resources():
+            if resource.type.lower() != "microsoft.app/containerapps" or resource.existing:
+                continue
+            tags = resource.get("tags")
+            tagged = tags.get("azd-service-name") if isinstance(tags, dict) else None
+            # A literal equal to a symbol reads as that symbol offline (cross_checks' agent rule).
+            named = service in f"{resource.symbol} {resource.name if isinstance(resource.name, str) else ''}"
+            if not (tagged == service or (not isinstance(tagged, str) and named)):
+                continue
+            if resource.deployed is False:
+                continue
+            environment = _origin(resource.get("properties", "environmentId"))
+            found.append(App(resource, _identities(instance, resource), environment))
+    return found
+
+
+def _identities(instance: Instance, resource: Resource) -> set[Origin]:
+    """The identity resources behind a resource's user-assigned identities (by their origin)."""
+    found: set[Origin] = set()
+    keys = resource.get("identity", "userAssignedIdentities")
+    for key in keys if isinstance(keys, dict) else {}:
+        match = INTERPOLATED.fullmatch(key)
+        origin = _origin(instance.eval_path(match.group(1).strip(), {})) if match else None
+        if origin is not None:
+            found.add(origin)
+    return found
+
+
+def _origin(value: object) -> Origin | None:
+    return value.origin if isinstance(value, Unknown) else None
+
+
+def _site_identities(deployment: Deployment) -> set[Origin]:
+    """The identities of every Function App."""
+    return {
+        origin
+        for instance in deployment.instances
+        for site in instance.all_resources()
+        if cross_checks.is_function_app(site)
+        for origin in _identities(instance, site)
+    }
+
+
+def _check_simulator_on(on: Deployment, report: Report) -> None:
+    simulators = _apps(on, policy.SIMULATOR_SERVICE)
+    if not simulators:
+        report.add(
+            "infra/main.bicep",
+            None,
+            f"{ON} no Container App tagged azd-service-name '{policy.SIMULATOR_SERVICE}' is deployed",
+            "deploy python -m simulator as a Container App when deploySimulator is on (containerapp.bicep)",
+        )
+        return
+    agents = _apps(on, policy.AGENT_SERVICE)
+    others = {i for app in agents for i in app.identities} | _site_identities(on)
+    for app in simulators:
+        resource = app.resource
+        where = (resource.file.rel, resource.line)
+        label = f"{ON} the simulator Container App '{resource.symbol}'"
+        ingress = resource.get("properties", "configuration", "ingress")
+        external = ingress.get("external") if isinstance(ingress, dict) else None
+        if not isinstance(ingress, dict) or external is not False:
+            line = resource.file.line_of("external", resource.line, resource.end_line) or resource.line
+            shown = "no ingress" if not isinstance(ingress, dict) else f"ingress.external {external!r}"
+            report.add(
+                resource.file.rel,
+                line,
+                f"{label} has {shown}: it must be reachable from the agent's environment only",
+                "give it ingress with external: false (internal), never a public endpoint",
+            )
+        if not app.identities:
+            report.add(*where, f"{label} has no user-assigned identity of its own", "give it one")
+        elif app.identities & others:
+            report.add(
+                *where,
+                f"{label} runs as the agent's or the Function App's identity",
+                "give it its own user-assigned identity (identity.bicep), holding AcrPull only",
+            )
+        environments = {a.environment for a in agents}
+        if app.environment is None or app.environment not in environments:
+            report.add(
+                *where,
+                f"{label} is not in the agent's Container Apps environment",
+                "deploy it in the same environment: internal ingress is reachable from that environment only",
+            )
+        _check_simulator_roles(on, app, report)
+
+
+def _check_simulator_roles(deployment: Deployment, app: App, report: Report) -> None:
+    allowed = {r.lower() for r in policy.SIMULATOR_ROLES}
+    for assignment in deployment.resources(*ROLE_TYPES):
+        principal = _origin(assignment.get("properties", "principalId"))
+        if assignment.deployed is False or principal not in app.identities:
+            continue
+        role = isolation.role_of(assignment)
+        if role not in allowed:
+            report.add(
+                assignment.file.rel,
+                assignment.line,
+                f"role assignment '{assignment.symbol}' grants the simulator's identity "
+                f"{ROLE_NAMES.get(role, role)}: it needs AcrPull on the registry and nothing else",
+                "remove it (tools/iac/policy.py SIMULATOR_ROLES)",
+            )
+
+
+def _check_simulator_off(off: Deployment, report: Report) -> None:
+    for app in _apps(off, policy.SIMULATOR_SERVICE):
+        report.add(
+            app.resource.file.rel,
+            app.resource.line,
+            f"{OFF} the simulator Container App '{app.resource.symbol}' is deployed",
+            "deploy it only if (deploySimulator)",
+        )
+
+
+# --- the deployer's roles ------------------------------------------------------------------------
+
+
+def _scope(assignment: Resource) -> str:
+    """Where a deployer's role applies: a queue's name, 'database', 'table', or what else it is."""
+    if assignment.type.lower().endswith("/sqlroleassignments"):
+        scope = assignment.get("properties", "scope")
+        text = scope if isinstance(scope, str) else scope.partial if isinstance(scope, Unknown) else ""
+        return "database" if re.search(r"/dbs/[^/]+$", text) else f"Cosmos DB scope {text or '?'}"
+    scope = assignment.get("scope")
+    if isinstance(scope, ResourceRef):
+        found = scope.instance.resources(scope.symbol)
+        if len(found) == 1 and found[0].type.lower() == TABLE:
+            return "table"
+    where = isolation.scope_of(assignment)
+    return where.name if where.kind == "queue" else str(where)
+
+
+def _covers(allowed: str, scope: str) -> bool:
+    """Whether a scope OPERATOR_ROLES lists covers this one ('status-*': any one status queue)."""
+    if allowed == f"{policy.STATUS_QUEUE_PREFIX}*":
+        return scope.startswith(policy.STATUS_QUEUE_PREFIX) and scope != allowed
+    return scope == allowed
+
+
+def _allowed(role: str, scope: str) -> bool:
+    scopes = policy.OPERATOR_ROLES.get(role, (frozenset[str](), ""))[0]
+    return any(_covers(allowed, scope) for allowed in scopes)
+
+
+def _deployer_roles(deployment: Deployment) -> list[tuple[Resource, str, str]]:
+    return [
+        (a, isolation.role_of(a), _scope(a))
+        for a in deployment.resources(*ROLE_TYPES)
+        if a.deployed is not False and a.get("properties", "principalId") == PROBE_DEPLOYER
+    ]
+
+
+def _check_deployer_on(on: Deployment, main: Instance, report: Report) -> None:
+    held = _deployer_roles(on)
+    for assignment, role, scope in held:
+        if not _allowed(role, scope):
+            report.add(
+                assignment.file.rel,
+                assignment.line,
+                f"{ON} role assignment '{assignment.symbol}' grants the deployer "
+                f"{ROLE_NAMES.get(role, role)} at {scope}: broader than `python -m ops` needs",
+                "grant only tools/iac/policy.py OPERATOR_ROLES, each scoped to its entity",
+            )
+    line = main.file.line_of(f"param {policy.OPERATOR_ROLES_PARAM} ")
+    for role, (scopes, why) in policy.OPERATOR_ROLES.items():
+        for scope in sorted(scopes):
+            if not any(r == role and _covers(scope, s) for _, r, s in held):
+                report.add(
+                    main.file.rel,
+                    line,
+                    f"{ON} the deployer holds no {ROLE_NAMES[role]} at {scope}: {why}",
+                    "grant it, scoped to that entity (modules/operator-rbac.bicep)",
+                )
+
+
+def _check_deployer_off(off: Deployment, report: Report) -> None:
+    for assignment, role, scope in _deployer_roles(off):
+        report.add(
+            assignment.file.rel,
+            assignment.line,
+            f"{OFF} role assignment '{assignment.symbol}' grants the deployer "
+            f"{ROLE_NAMES.get(role, role)} at {scope} with grantDeployerOperatorRoles off",
+            "deploy the deployer's roles only if (grantDeployerOperatorRoles)",
+        )
+
+
+def _check_sample_app(root: Path, main: Instance, report: Report) -> None:
+    """The app whose status queue the deployer may peek is one main.parameters.json registers."""
+    declared: dict[str, Any] = main.file.section("parameters")
+    default = (declared.get("sampleAppName") or {}).get("default")
+    parameters, _ = parameters_json(root)
+    entry = (parameters or {}).get(policy.SUBMITTING_APPS_PARAM)
+    apps = entry.get("value") if isinstance(entry, dict) else None
+    names = {a.get("name") for a in apps if isinstance(a, dict)} if isinstance(apps, list) else set()
+    if isinstance(default, str) and default not in names:
+        report.add(
+            isolation.PARAMETERS,
+            None,
+            f"sampleAppName '{default}' is not in {policy.SUBMITTING_APPS_PARAM}",
+            "register the sample submitting app there (its status queue and its Orders.Submit role)",
+        )
