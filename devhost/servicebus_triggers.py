@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
-from adapters.servicebus.azure import servicebus_client
+from adapters.servicebus.clients import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import MessageAlreadySettled, MessageLockLost, QueueConfig, ReceivedMessage
 from devhost import bindings

@@ -31,7 +31,7 @@ from ops.orders import FrontEnd
 from ops.queues import BrowsedMessage
 from ops.tokens import TokenError
 from services.frontend import Reply
-from services.settings import Settings
+from settings import Settings
 
 if TYPE_CHECKING:  # the Azure SDKs load only when --azd is given
     from adapters.servicebus.azure import ServiceBusMessaging

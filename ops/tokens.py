@@ -15,7 +15,7 @@ import urllib.request
 
 from ops.apps import registered
 from ops.output import Output
-from services.settings import Settings
+from settings import Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

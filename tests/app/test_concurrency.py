@@ -9,7 +9,7 @@ import pytest
 
 from domain.messages import AgentRequest
 from domain.states import ProcessState
-from domain.workflow import orchestrator_name
+from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
 from services.scheduling import supervise_and_notify
 from tests.support.app import App, submission

@@ -19,10 +19,10 @@ import pytest
 from playwright import async_api as playwright_api
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from bootstrap import build_ports
 from domain.states import ProcessState
 from ops.dashboard import Dashboard
-from services.settings import Settings
+from settings import Settings
 from tests.support.app import App, start_app, submission
 
 CHROMIUM = Path("/usr/bin/chromium")

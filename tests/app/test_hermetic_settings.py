@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local_settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
+from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
 from domain.states import ProcessState
+from settings import SettingsError
 from tests.support.app import ROOT, start_app, submission
 from tools.deploy_package import build
 

@@ -19,7 +19,7 @@ from domain.ids import request_id, request_message_id
 from domain.messages import AgentOutcome, AgentReply, AgentRequest
 from domain.states import ProcessState
 from services import operator
-from services.settings import Settings
+from settings import Settings
 from tests.support.app import App, submission
 from tests.support.scripted_agent import OK, Answer, Script
 

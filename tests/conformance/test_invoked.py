@@ -10,7 +10,7 @@ import pytest
 
 from devhost.worker_processes import WorkerProcesses
 from domain.states import ProcessState
-from domain.workflow import orchestrator_name
+from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
 from tests.support.app import App, order_body, start_app, submission
 

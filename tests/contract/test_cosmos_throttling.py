@@ -15,7 +15,7 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from adapters import azure_profile
-from services.settings import Settings, SettingsError
+from settings import Settings, SettingsError
 from tests.contract.test_state_store_contract import pending
 from tests.support.clock import T0
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from adapters.servicebus.azure import ServiceBusMessaging, servicebus_client
+from adapters.servicebus.azure import ServiceBusMessaging
+from adapters.servicebus.clients import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.local_messaging import LocalMessaging
 from adapters.servicebus.messages import MessageLockLost, QueueConfig

@@ -33,7 +33,7 @@ from adapters.sql.orders import (
     sqlite_orders_repository,
 )
 from domain.ports import InsertOutcome
-from services.settings import Settings
+from settings import Settings
 from tests.contract.test_orders_repository_contract import order
 from tests.support.emulators import new_postgres_database
 from tests.support.tiers import backend_params

@@ -28,7 +28,7 @@ from urllib3.exceptions import NewConnectionError
 
 from adapters.azure_profile import cosmos_container, pooled_transport
 from adapters.clock import ManualClock
-from services.settings import Settings
+from settings import Settings
 from standins.fault_proxy import FaultProxy, Mode
 from standins.ports import free_port
 from tests.support.clock import T0

@@ -33,7 +33,7 @@ needs_checkov = pytest.mark.iac
 CHECKED = [
     "infra",
     "function_app.py",
-    "services/settings.py",
+    "settings.py",
     "domain/apps.py",
     "agent_worker/settings.py",
     "adapters/cosmos/state_store.py",
@@ -622,7 +622,7 @@ def test_a_binding_setting_missing_from_the_sample_fails(root: Path, clean: Path
 
 @needs_bicep
 def test_a_new_setting_in_the_code_is_required_everywhere(root: Path, clean: Path) -> None:
-    settings = root / "services" / "settings.py"
+    settings = root / "settings.py"
     edit(
         settings,
         "    max_in_flight: int",

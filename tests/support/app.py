@@ -15,15 +15,15 @@ import aiohttp
 import pytest
 
 from adapters.clock import use_host_clock
-from adapters.factory import build_ports
 from adapters.servicebus.messages import ReceivedMessage
+from bootstrap import build_ports
 from devhost.clock import VirtualClock
 from devhost.host import Host
 from domain.messages import OrderLine, QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from services.context import Ports
-from services.settings import Settings
+from settings import Settings
 from standins.local_issuer import LocalIssuer, from_settings
 from tests.support.scripted_agent import ScriptedAgent
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import SystemClock
-from adapters.factory import build_ports
-from services.settings import Settings, SettingsError
+from bootstrap import build_ports
+from settings import Settings, SettingsError
 from tests.support.records import pending
 
 ROOT = Path(__file__).resolve().parents[2]

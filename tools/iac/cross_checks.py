@@ -610,7 +610,7 @@ def _check_max_deliveries(
                         where.line or None,
                         f"{deliveries}={count}, but queue '{queue}' has MaxDeliveryCount {actual} "
                         f"({found.file if found else ''})",
-                        f"make {deliveries} equal the queue's MaxDeliveryCount (see services/settings.py)",
+                        f"make {deliveries} equal the queue's MaxDeliveryCount (see settings.py)",
                     )
 
 

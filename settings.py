@@ -22,7 +22,8 @@ def _registry(value: object) -> object:
 
 
 class SettingsError(ValueError):
-    pass
+    """A setting, or ``local.settings.json`` itself (``adapters.local_settings``), is wrong: the
+    one error the app and its tools report as one line naming what to fix."""
 
 
 S = TypeVar("S", bound=BaseModel)
