@@ -12,6 +12,7 @@ from tools.iac import policy
 
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
 OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+ON_DTS = "[deploySimulator=true grantDeployerOperatorRoles=true durableBackend=durableTaskScheduler]"
 BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader: allowed, not to them
 SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
 
@@ -98,8 +99,59 @@ def test_a_deployer_sender_on_a_status_queue_fails(root: Path, clean: Path) -> N
 @needs_bicep
 def test_a_deployer_role_outside_the_list_fails(root: Path, clean: Path) -> None:
     edit(operator_roles(root), "'76199698-9eea-4c19-bc75-cec21354c6b6'", f"'{BLOB_READER}'")
-    assert_fails(root, ON, "grants the deployer Storage Blob Data Reader at table", clean=clean)
-    assert_fails(root, ON, "holds no Storage Table Data Reader at table", "ops show", clean=clean)
+    assert_fails(
+        root, ON, "grants the deployer Storage Blob Data Reader at the compensation log", clean=clean
+    )
+    assert_fails(
+        root, ON, "holds no Storage Table Data Reader at the compensation log table", "ops show", clean=clean
+    )
+
+
+@needs_bicep
+def test_the_task_hub_reader_missing_fails(root: Path, clean: Path) -> None:
+    edit(
+        root / "infra" / "main.bicep",
+        "taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName",
+        "taskHubInstancesTableName: ''",
+    )
+    assert_fails(
+        root,
+        ON,
+        "holds no Storage Table Data Reader at the task hub's Instances table",
+        "ops instances",
+        clean=clean,
+    )
+
+
+@needs_bicep
+def test_the_task_hub_reader_on_the_whole_account_fails(root: Path, clean: Path) -> None:
+    edit(operator_roles(root), "scope: taskHubInstancesTable\n", "scope: hostStorage\n")
+    assert_fails(
+        root,
+        ON,
+        "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at",
+        "broader than `python -m ops` needs",
+        clean=clean,
+    )
+    assert_fails(
+        root, ON, "holds no Storage Table Data Reader at the task hub's Instances table", clean=clean
+    )
+
+
+@needs_bicep
+def test_the_task_hub_reader_on_the_durable_task_scheduler_fails(root: Path, clean: Path) -> None:
+    """The Durable Task Scheduler keeps its task hub out of storage: no Instances table to read."""
+    edit(
+        root / "infra" / "main.bicep",
+        "taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName",
+        "taskHubInstancesTableName: taskHubInstancesTableName",
+    )
+    assert_fails(
+        root,
+        ON_DTS,
+        "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at the task hub's Instances",
+        clean=clean,
+    )
 
 
 @needs_bicep
