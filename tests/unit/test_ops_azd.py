@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from rich.console import Console
 
+from adapters import azure_profile
+from domain.errors import DependencyUnavailable
 from ops import azd
 from ops.cli import EXIT_USAGE, main
 from ops.errors import BadArgument
@@ -220,8 +222,6 @@ def store_values(cert: Path, **changes: str) -> dict[str, str]:
 
 
 def test_the_store_commands_read_the_azure_adapters_at_the_deployments_endpoints(tmp_path: Path) -> None:
-    from adapters import azure_profile
-
     deployment = azd.Deployment(store_values(tmp_path / "c.pem", SAS_COSMOS_CONTAINER="state2"))
     settings = deployment.store_settings
     assert settings.profile == "azure"
@@ -265,15 +265,13 @@ class Recording:
         return SimpleNamespace(token="tok", expires_on=0)
 
 
+@pytest.mark.emulators  # pyodbc needs unixODBC's driver manager (make system-deps)
 def test_azure_sql_is_signed_in_with_the_deployers_token_on_each_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The token goes in the driver's access-token attribute (1256), asked for per connection; a
     driver that cannot connect is the orders database unavailable, which ``show`` reports."""
-    import pyodbc
-
-    from adapters import azure_profile
-    from domain.errors import DependencyUnavailable
+    import pyodbc  # noqa: PLC0415 - only this test needs the driver manager
 
     deployment = azd.Deployment(store_values(tmp_path / "c.pem"))
     credential = Recording()
@@ -289,7 +287,7 @@ def test_azure_sql_is_signed_in_with_the_deployers_token_on_each_connection(
     )
     assert attempts == [] and credential.asked == []  # built, not connected
     orders = azd._OrdersAsDeployer(repository)
-    with pytest.raises(DependencyUnavailable, match="Azure SQL as the deployer: .*IM002"):
+    with pytest.raises(DependencyUnavailable, match=r"Azure SQL as the deployer: .*IM002"):
         orders.get("o-1")
     token = "tok".encode("utf-16-le")
     [(connection_string, options)] = attempts
