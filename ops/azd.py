@@ -364,6 +364,15 @@ class _OrdersAsDeployer:
             return self._orders.update_status(order_id, status, now, version=version)
 
 
+# Which store refused the deployer, and the role it needs there.
+COSMOS_READER = ("state store", "Cosmos DB", "Cosmos DB Built-in Data Reader on the state database")
+TABLE_READER = (
+    "compensation log",
+    "the compensation log's storage",
+    "Storage Table Data Reader on its table",
+)
+
+
 @contextlib.contextmanager
 def store_errors() -> Iterator[None]:
     """The stores' refusals of the deployer as one-line errors naming the role it needs."""
@@ -374,20 +383,16 @@ def store_errors() -> Iterator[None]:
         yield
     except ClientAuthenticationError as no:
         raise Refused(f"no Azure token for the deployer (az login): {no.message}") from None
-    except CosmosHttpResponseError as error:
-        if error.status_code in (401, 403):
-            raise Refused(
-                "Cosmos DB refused the deployer (Cosmos DB Built-in Data Reader on the state database; "
-                f"networkIsolation keeps it off the internet): {error.message}"
-            ) from None
-        raise DependencyUnavailable("state store", str(error.message)) from None
     except HttpResponseError as error:
+        dependency, service, role = (
+            COSMOS_READER if isinstance(error, CosmosHttpResponseError) else TABLE_READER
+        )
         if error.status_code in (401, 403):
             raise Refused(
-                "the compensation log's storage refused the deployer (Storage Table Data Reader on "
-                f"its table; networkIsolation keeps it off the internet): {error.message}"
+                f"{service} refused the deployer ({role}; networkIsolation keeps it off the internet): "
+                f"{error.message}"
             ) from None
-        raise DependencyUnavailable("compensation log", str(error.message)) from None
+        raise DependencyUnavailable(dependency, str(error.message)) from None
     except AzureError as error:
         raise DependencyUnavailable("Azure", str(error)) from None
 

@@ -71,16 +71,30 @@ def test_the_simulator_identity_with_another_role_fails(root: Path, clean: Path)
 
 
 @needs_bicep
-def test_a_deployer_role_at_namespace_scope_fails(root: Path, clean: Path) -> None:
-    edit(operator_roles(root), "scope: operatorAlertsQueue\n", "scope: namespace\n")
-    assert_fails(
-        root,
-        ON,
-        "'alertsReceiver' grants the deployer Azure Service Bus Data Receiver at namespace",
-        "broader than `python -m ops` needs",
-        clean=clean,
-    )
-    assert_fails(root, ON, "holds no Azure Service Bus Data Receiver at operator-alerts", clean=clean)
+@pytest.mark.parametrize(
+    ("old", "new", "granted", "missing"),
+    [
+        (
+            "scope: operatorAlertsQueue\n",
+            "scope: namespace\n",
+            "'alertsReceiver' grants the deployer Azure Service Bus Data Receiver at namespace",
+            "holds no Azure Service Bus Data Receiver at operator-alerts",
+        ),
+        (
+            "scope: taskHubInstancesTable\n",
+            "scope: hostStorage\n",
+            "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at",
+            "holds no Storage Table Data Reader at the task hub's Instances table",
+        ),
+    ],
+    ids=["alerts-queue-on-the-namespace", "instances-table-on-the-account"],
+)
+def test_a_deployer_role_broader_than_its_entity_fails(
+    root: Path, clean: Path, old: str, new: str, granted: str, missing: str
+) -> None:
+    edit(operator_roles(root), old, new)
+    assert_fails(root, ON, granted, "broader than `python -m ops` needs", clean=clean)
+    assert_fails(root, ON, missing, clean=clean)
 
 
 @needs_bicep
@@ -108,50 +122,30 @@ def test_a_deployer_role_outside_the_list_fails(root: Path, clean: Path) -> None
 
 
 @needs_bicep
-def test_the_task_hub_reader_missing_fails(root: Path, clean: Path) -> None:
+@pytest.mark.parametrize(
+    ("table", "needles"),
+    [
+        ("''", (ON, "holds no Storage Table Data Reader at the task hub's Instances table", "ops instances")),
+        # The Durable Task Scheduler keeps its task hub out of storage: no Instances table to read.
+        (
+            "taskHubInstancesTableName",
+            (
+                ON_DTS,
+                "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at the task hub's",
+            ),
+        ),
+    ],
+    ids=["missing-on-azure-storage", "granted-on-the-durable-task-scheduler"],
+)
+def test_the_task_hub_reader_follows_the_durable_backend(
+    root: Path, clean: Path, table: str, needles: tuple[str, ...]
+) -> None:
     edit(
         root / "infra" / "main.bicep",
         "taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName",
-        "taskHubInstancesTableName: ''",
+        f"taskHubInstancesTableName: {table}",
     )
-    assert_fails(
-        root,
-        ON,
-        "holds no Storage Table Data Reader at the task hub's Instances table",
-        "ops instances",
-        clean=clean,
-    )
-
-
-@needs_bicep
-def test_the_task_hub_reader_on_the_whole_account_fails(root: Path, clean: Path) -> None:
-    edit(operator_roles(root), "scope: taskHubInstancesTable\n", "scope: hostStorage\n")
-    assert_fails(
-        root,
-        ON,
-        "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at",
-        "broader than `python -m ops` needs",
-        clean=clean,
-    )
-    assert_fails(
-        root, ON, "holds no Storage Table Data Reader at the task hub's Instances table", clean=clean
-    )
-
-
-@needs_bicep
-def test_the_task_hub_reader_on_the_durable_task_scheduler_fails(root: Path, clean: Path) -> None:
-    """The Durable Task Scheduler keeps its task hub out of storage: no Instances table to read."""
-    edit(
-        root / "infra" / "main.bicep",
-        "taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName",
-        "taskHubInstancesTableName: taskHubInstancesTableName",
-    )
-    assert_fails(
-        root,
-        ON_DTS,
-        "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at the task hub's Instances",
-        clean=clean,
-    )
+    assert_fails(root, *needles, clean=clean)
 
 
 @needs_bicep
