@@ -89,8 +89,8 @@ unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs devhost-envs
 test: lint typecheck iac unit
 
 # The fast tier, for a run before each commit: lint, types and the tests that need only the venv
-# (marker `fast`, assigned in tests/conftest.py): no system packages, node emulators or iac venvs,
-# so none of their set-up targets. The app's tests run it in devhost's worker processes, whose
+# (marker `fast`: no other tier marker, docs/testing.md): no system packages, node emulators or
+# iac venvs, so none of their set-up targets. The app's tests run it in devhost's worker processes, whose
 # environments devhost-envs builds once. `make test` (CI) still runs everything.
 check: lint typecheck $(STAMP) $(PROTO_PY) devhost-envs
 	$(BIN)/python -m pytest -n auto -m fast
@@ -103,7 +103,7 @@ local.settings.json:
 
 # `make run PROFILE=emulators`: the Cosmos DB server, Azurite, schema, settings, simulator, an
 # agent and devhost, in one command (demo/emulators.py); the default is the embedded profile.
-# The local issuer (testing/local_issuer.py) serves the front end's signing keys while devhost
+# The local issuer (standins/local_issuer.py) serves the front end's signing keys while devhost
 # runs; `python -m ops token --app app-a` gets a submitting app's token from it.
 PROFILE ?= embedded
 ifeq ($(PROFILE),emulators)
@@ -111,7 +111,7 @@ run: $(STAMP) $(PROTO_PY) $(EMULATORS) devhost-envs
 	$(BIN)/python -m demo.emulators
 else
 run: $(STAMP) $(PROTO_PY) local.settings.json devhost-envs
-	$(BIN)/python -m testing.local_issuer -- $(BIN)/python -m devhost start
+	$(BIN)/python -m standins.local_issuer -- $(BIN)/python -m devhost start
 endif
 
 demo: $(STAMP) $(PROTO_PY) devhost-envs

@@ -2,7 +2,7 @@
 
 Function bodies stay a few lines: parse the trigger, call a service or an activity module,
 return. The same file runs on devhost (embedded profile) and on Azure Functions; only the
-adapters behind the ports change, chosen by settings in ``adapters/factory.py``.
+adapters behind the ports change, chosen by settings in ``bootstrap.py``.
 """
 
 import asyncio
@@ -19,17 +19,16 @@ from activities import contracts, functions
 from activities.functions import ActivityFunction
 from adapters import telemetry_export
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from bootstrap import build_ports
 from domain.errors import DependencyUnavailable
-from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
-from domain.workflow import ATTEMPT_ORCHESTRATOR, Activity
-from orchestrators.first_engine import run_workflow
+from first_engine_blueprint import first_engine
+from orchestrators.names import ATTEMPT_ORCHESTRATOR, Activity
 from orchestrators.order_attempt import run_attempt
 from services import frontend, intake, scheduling
 from services.context import Ports
-from services.settings import Settings
 from services.submit_order import SubmitOutcome
 from services.telemetry import order_span
+from settings import Settings
 
 # No function keys: the caller's Entra application token is the authorisation (services/frontend.py).
 app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
@@ -49,15 +48,15 @@ def _activity[I: contracts.AttemptInput, R, W: contracts.JsonObject | str](
     activity joins its order's trace, tagged with the attempt's instance ID (C11)."""
     work = activity.parse(payload)
     with order_span(f"activity.{activity.name}", work.OrderID, work.InstanceID):
-        return activity.answer(work, ports())
+        return activity.run(work, ports())
 
 
-def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
+def _held_message(msg: func.ServiceBusMessage, queue: str) -> intake.HeldMessage:
     body = msg.get_body()
     shadowed = intake.shadowed_metadata(body)
     if shadowed:  # what the metadata says is the sender's: raise, so the broker counts it
         raise intake.refuse_shadowed(queue, body, shadowed, ports())
-    return intake.Delivery(
+    return intake.HeldMessage(
         queue=queue,
         message_id=msg.message_id or "",
         lock_token=msg.lock_token or "",
@@ -69,9 +68,9 @@ def _delivery(msg: func.ServiceBusMessage, queue: str) -> intake.Delivery:
 # --- Front end (E1, C3) -----------------------------------------------------------------------
 
 
-def _http(answer: Callable[[], frontend.Reply]) -> func.HttpResponse:
+def _http(respond: Callable[[], frontend.Reply]) -> func.HttpResponse:
     try:
-        reply = answer()
+        reply = respond()
     except DependencyUnavailable as outage:
         reply = frontend.unavailable(outage, ports())
     return func.HttpResponse(
@@ -98,16 +97,16 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
 @app.durable_client_input(client_name="client")
 async def submit_order(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
     # The stores' and the bus's clients block: off the event loop.
-    delivery = _delivery(msg, ports().settings.orders_queue)
+    held = _held_message(msg, ports().settings.orders_queue)
     try:
-        result = await asyncio.to_thread(intake.handle_submission, delivery, ports())
+        result = await asyncio.to_thread(intake.handle_submission, held, ports())
     except DependencyUnavailable as outage:  # back later on a scheduled copy, not at once
-        await asyncio.to_thread(intake.postpone, delivery, outage, ports())
+        await asyncio.to_thread(intake.postpone, held, outage, ports())
         return
     except Exception as error:
         if (msg.delivery_count or 0) < ports().settings.orders_max_deliveries:
             raise  # abandon: the broker delivers it again
-        await asyncio.to_thread(intake.give_up, delivery, error, ports())
+        await asyncio.to_thread(intake.give_up, held, error, ports())
         return
     if result is not None and result.outcome is SubmitOutcome.ACCEPTED and result.stored is not None:
         await scheduling.start_now(client, ports(), result.stored)  # E4 at once; the starter sweeps
@@ -124,7 +123,7 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
 
 # Every new attempt, of any workflow version: the version is the record's (C7). Each durable
 # function is registered under the name the orchestrators and the starter use
-# (``domain.workflow``), whatever its Python name.
+# (``orchestrators.names``), whatever its Python name.
 @app.function_name(ATTEMPT_ORCHESTRATOR)
 @app.orchestration_trigger(context_name="context")
 def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
@@ -143,60 +142,15 @@ async def advance(
 ) -> contracts.JsonObject:
     # The stores' clients block: off the event loop, as in submit_order.
     result = await asyncio.to_thread(_activity, functions.advance, payload)
-    if contracts.ADVANCE.answer(result).Ending is not None:
+    if contracts.ADVANCE.read_result(result).Ending is not None:
         await scheduling.refill(client, ports())
     return result
 
 
 # The first engine (one orchestrator per version, one activity per action), registered until the
 # instances it started before order_attempt was deployed have ended (C7: never changed while
-# running). Remove these and the activities below once `ops list --state Processing` shows none.
-@app.function_name(ORDER_WORKFLOW_V1.orchestrator)
-@app.orchestration_trigger(context_name="context")
-def order_workflow_v1(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
-    return (yield from run_workflow(context, ORDER_WORKFLOW_V1))
-
-
-@app.function_name(ORDER_WORKFLOW_V2.orchestrator)
-@app.orchestration_trigger(context_name="context")
-def order_workflow_v2(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
-    return (yield from run_workflow(context, ORDER_WORKFLOW_V2))
-
-
-@app.function_name(Activity.READ_ORDER.value)
-@app.activity_trigger(input_name="payload")
-def read_order(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.read_order, payload)
-
-
-@app.function_name(Activity.BEGIN_STEP.value)
-@app.activity_trigger(input_name="payload")
-def begin_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.begin_step, payload)
-
-
-@app.function_name(Activity.SEND_AGENT_REQUEST.value)
-@app.activity_trigger(input_name="payload")
-def send_agent_request(payload: contracts.JsonObject) -> str:
-    return _activity(functions.send_agent_request, payload)
-
-
-@app.function_name(Activity.RECORD_STEP.value)
-@app.activity_trigger(input_name="payload")
-def record_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.record_step, payload)
-
-
-@app.function_name(Activity.RUN_LOCAL_STEP.value)
-@app.activity_trigger(input_name="payload")
-def run_local_step(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.run_local_step, payload)
-
-
-@app.function_name(Activity.FINISH.value)
-@app.activity_trigger(input_name="payload")
-def finish(payload: contracts.JsonObject) -> contracts.JsonObject:
-    return _activity(functions.finish, payload)
+# running). One blueprint, removed with this line: docs/operating.md "Retiring the first engine".
+app.register_functions(first_engine(_activity))
 
 
 # --- Agent replies (E9) ------------------------------------------------------------------------
@@ -208,8 +162,8 @@ def finish(payload: contracts.JsonObject) -> contracts.JsonObject:
 @app.durable_client_input(client_name="client")
 async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
     # Off the event loop: rejecting a reply sends an alert and settles, both blocking calls.
-    delivery = _delivery(msg, ports().settings.agent_replies_queue)
-    parsed = await asyncio.to_thread(intake.parse_reply, delivery, ports())
+    held = _held_message(msg, ports().settings.agent_replies_queue)
+    parsed = await asyncio.to_thread(intake.parse_reply, held, ports())
     if parsed is None:
         return  # dead-lettered with its reason
     reply = parsed.reply

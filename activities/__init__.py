@@ -1,3 +1,3 @@
 """Activity functions of the order workflow: fenced state transitions, order reads, agent
 requests, local steps, compensations, status posts. ``contracts`` types what each takes and
-answers, ``steps`` holds their typed bodies, ``functions`` their JSON entry points."""
+returns, ``steps`` holds their typed bodies, ``functions`` their JSON entry points."""

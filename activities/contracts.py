@@ -1,4 +1,4 @@
-"""The orchestrator↔activity contract: what each activity is called by, takes and answers.
+"""The orchestrator↔activity contract: what each activity is called by, takes and returns.
 
 Pydantic models, not frozen dataclasses: the wire form is JSON with PascalCase keys where some
 keys are left out and others are an explicit null, and pydantic parses it (validating the
@@ -9,8 +9,8 @@ PascalCase, as ``domain.messages`` does, so no aliases sit between the code and 
 
 What crosses the Durable boundary stays a plain JSON object, byte for byte what it was when these
 were TypedDicts, so that in-flight instances replay: the orchestrator sends ``model.wire()`` and
-parses what comes back (``ActivityContract.answer``); an activity parses its input
-(``ActivityContract.takes``) and answers ``result.wire()`` (``activities.functions``). A model
+parses what comes back (``ActivityContract.read_result``); an activity parses its input
+(``ActivityContract.takes``) and returns ``result.wire()`` (``activities.functions``). A model
 object is never handed to the Durable SDK, which would wrap it in ``__class__``/``__data__``.
 ``wire()`` leaves out every field that was not set, so a key absent before stays absent, and a
 None set on purpose (``FinishInput.Error``) stays a null.
@@ -41,12 +41,12 @@ from pydantic import (
 from domain import workflow
 from domain.messages import AgentReply
 from domain.states import ProcessState
-from domain.workflow import Activity
+from orchestrators.names import Activity
 
 
 class JsonObject(dict[str, Any]):
     """A JSON object as it crosses the Durable boundary, as an annotation the worker accepts: an
-    activity is handed a plain dict, and answers one of these (``json.dumps`` writes it as the
+    activity is handed a plain dict, and returns one of these (``json.dumps`` writes it as the
     dict it is; it has no ``to_json`` for the Durable SDK to wrap)."""
 
 
@@ -292,20 +292,20 @@ class AdvanceResult(Contract):
 @dataclass(frozen=True)
 class ActivityContract[I: AttemptInput, R]:
     """An activity as both sides see it: the name it is registered and called by, the input it
-    takes and the result it answers. The orchestrators call ``call(context, ADVANCE, ...)``;
-    ``activities.functions`` binds each to its body, which must take ``I`` and answer ``R``."""
+    takes and the result it returns. The orchestrators call ``call(context, ADVANCE, ...)``;
+    ``activities.functions`` binds each to its body, which must take ``I`` and return ``R``."""
 
     name: Activity
     takes: type[I]
-    answers: type[R]
+    returns: type[R]
 
     @cached_property
-    def _answers(self) -> TypeAdapter[R]:
-        return TypeAdapter(self.answers)
+    def _returns(self) -> TypeAdapter[R]:
+        return TypeAdapter(self.returns)
 
-    def answer(self, result: Any) -> R:
+    def read_result(self, result: Any) -> R:
         """The activity's JSON result, as the orchestrator reads it."""
-        return self._answers.validate_python(result)
+        return self._returns.validate_python(result)
 
 
 ADVANCE = ActivityContract(Activity.ADVANCE, AdvanceInput, AdvanceResult)

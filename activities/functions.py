@@ -15,7 +15,7 @@ from activities import contracts, steps
 from activities.contracts import ActivityContract, AttemptInput, Contract, JsonObject
 from domain import transitions
 from domain.errors import DependencyUnavailable, DomainError
-from domain.workflow import Activity
+from orchestrators.names import Activity
 from services.context import Ports
 from services.fenced import fenced_update
 
@@ -24,7 +24,7 @@ log = logging.getLogger("sas.activities")
 
 @dataclass(frozen=True)
 class ActivityFunction[I: AttemptInput, R, W: JsonObject | str]:
-    """An activity: its contract, the body that takes ``I`` and answers ``R``, and how ``R`` is
+    """An activity: its contract, the body that takes ``I`` and returns ``R``, and how ``R`` is
     written back (``W``: a JSON object, or a JSON string for ``send_agent_request``)."""
 
     contract: ActivityContract[I, R]
@@ -38,7 +38,7 @@ class ActivityFunction[I: AttemptInput, R, W: JsonObject | str]:
     def parse(self, payload: Mapping[str, Any]) -> I:
         return self.contract.takes.model_validate(payload)
 
-    def answer(self, work: I, ports: Ports) -> W:
+    def run(self, work: I, ports: Ports) -> W:
         try:
             return self.dump(self.body(work, ports))
         except DependencyUnavailable as outage:
@@ -46,7 +46,7 @@ class ActivityFunction[I: AttemptInput, R, W: JsonObject | str]:
             raise  # the orchestrator retries the activity; its last failure ends the attempt
 
     def __call__(self, payload: Mapping[str, Any], ports: Ports) -> W:
-        return self.answer(self.parse(payload), ports)
+        return self.run(self.parse(payload), ports)
 
 
 def note_unavailable(work: AttemptInput, ports: Ports, outage: DependencyUnavailable) -> None:

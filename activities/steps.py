@@ -1,4 +1,5 @@
-"""The step engine: the activities' bodies, typed (their JSON entry points: ``activities.functions``).
+"""The step engine: the activities' bodies, typed (their JSON entry points: ``activities.functions``),
+which run the record's workflow (what a workflow is: ``domain.workflow``, the workflow model).
 Every state write is fenced (E5).
 
 Activities are at-least-once, so each is safe to repeat: a transition that was already applied

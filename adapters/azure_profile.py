@@ -15,7 +15,8 @@ from azure.cosmos import ContainerProxy
 from adapters.cosmos.recovery_index import CosmosRecoveryIndex
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.profiles import StoreBuilders
-from adapters.servicebus.azure import ServiceBusMessaging, servicebus_client
+from adapters.servicebus.azure import ServiceBusMessaging
+from adapters.servicebus.clients import servicebus_client
 from adapters.sql.orders import (
     POSTGRESQL,
     SQLITE_ODBC,
@@ -28,7 +29,7 @@ from adapters.sql.schema import LOCAL_DIALECTS, check_schema, ensure_schema
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import QueueDepth
-from services.settings import Settings
+from settings import Settings
 
 DIALECTS: dict[str, SqlDialect] = {
     "sqlite-odbc": SQLITE_ODBC,
@@ -331,11 +332,10 @@ def blob_leader_lease(settings: Settings, ttl: timedelta) -> BlobLeaderLease:
 
 
 def servicebus_messaging(settings: Settings) -> ServiceBusMessaging:
-    credential = None if settings.servicebus_connection else _credential(settings)
     client = servicebus_client(
         settings.servicebus_connection,
         namespace=settings.servicebus_namespace,
-        credential=credential,
+        managed_identity_client_id=settings.managed_identity_client_id,
         retry_mode="exponential",
         **sdk_retries(settings),
     )

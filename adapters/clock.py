@@ -1,7 +1,7 @@
 """Clocks: the system clock, a manual one that tests and devhost's virtual time move, and the
 clock of the host this process runs under.
 
-The composition root (``adapters.factory.build_ports``) takes its clock as an argument; the app's
+The composition root (``bootstrap.build_ports``) takes its clock as an argument; the app's
 entry point passes ``host_clock()``. That is the system clock, unless a host running the app in
 this same process (devhost on virtual time, in tests) installed its own with ``use_host_clock``,
 so the app's ``CompleteBy`` and the host's durable timers and message times agree. The Functions

@@ -8,7 +8,7 @@ from adapters.sql.orders import sqlite_orders_repository
 from adapters.sqlite.compensation_log import SqliteCompensationLog
 from adapters.sqlite.recovery_index import SqliteRecoveryIndex
 from adapters.sqlite.state_store import SqliteStateStore
-from services.settings import Settings
+from settings import Settings
 
 
 def create_orders_schema(settings: Settings) -> list[str]:

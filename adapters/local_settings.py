@@ -14,10 +14,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-
-class SettingsError(ValueError):
-    pass
-
+from settings import SettingsError
 
 SETTINGS_FILE_VARIABLE = "LOCAL_SETTINGS_FILE"
 

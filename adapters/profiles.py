@@ -2,7 +2,7 @@
 
 ``adapters.embedded_profile`` (SQLite files) and ``adapters.azure_profile`` (Cosmos DB, SQL,
 Table Storage; the emulators and azure profiles) each return one ``StoreBuilders``; the
-composition root (``adapters.factory``) wraps every builder in the transient-fault policy.
+composition root (``bootstrap``) wraps every builder in the transient-fault policy.
 Builders, not built stores: a store is built on its first call, inside the retries, so a
 dependency that is down at start-up is an outage like any other.
 """

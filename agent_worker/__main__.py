@@ -12,29 +12,26 @@ import signal
 import sys
 from pathlib import Path
 
-from azure.servicebus.aio import ServiceBusClient
-
 from adapters import telemetry_export
-from adapters.local_settings import SettingsError as LocalSettingsError
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.agent_queues import LocalAgentMessaging, ServiceBusAgentMessaging
+from adapters.servicebus.clients import async_servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from agent_worker.remote import Bearer, RemoteService
-from agent_worker.settings import AgentSettings, AgentSettingsError
+from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
+from settings import SettingsError
 
 
 def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:
     if settings.uses_local_servicebus:
         bus = LocalServiceBus(settings.servicebus_path)
         return LocalAgentMessaging(bus, settings.requests_queue, settings.replies_queue)
-    if settings.servicebus_connection and settings.servicebus_connection != "local":
-        client = ServiceBusClient.from_connection_string(settings.servicebus_connection)
-    else:
-        from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415 - Azure only
-
-        credential = DefaultAzureCredential(managed_identity_client_id=settings.managed_identity_client_id)
-        client = ServiceBusClient(str(settings.servicebus_namespace), credential)
+    client = async_servicebus_client(
+        settings.servicebus_connection,
+        namespace=settings.servicebus_namespace,
+        managed_identity_client_id=settings.managed_identity_client_id,
+    )
     return ServiceBusAgentMessaging(
         client, settings.requests_queue, settings.replies_queue, idle_wait=settings.idle_wait
     )
@@ -78,15 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("azure").setLevel(logging.WARNING)
     try:
         load_local_settings(args.app_dir.resolve())
-    except LocalSettingsError as error:
+        settings = AgentSettings.from_env(os.environ)
+    except SettingsError as error:  # the file's or a value's: one line, no traceback
         print(f"agent_worker: {error}", file=sys.stderr)
         return 2
     telemetry_export.configure("agent")
-    try:
-        settings = AgentSettings.from_env(os.environ)
-    except AgentSettingsError as error:
-        print(f"agent_worker: {error}", file=sys.stderr)
-        return 2
     return asyncio.run(_run(settings, args.name))
 
 

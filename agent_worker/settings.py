@@ -6,9 +6,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
-from services.settings import SettingsError, settings_from_env
-
-AgentSettingsError = SettingsError
+from settings import settings_from_env
 
 
 class AgentSettings(BaseModel):

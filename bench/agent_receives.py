@@ -21,7 +21,7 @@ from azure.servicebus.aio import ServiceBusClient
 from adapters.servicebus.agent_queues import ServiceBusAgentMessaging
 from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
 from agent_worker.settings import AgentSettings
-from testing.amqp_broker import start_broker
+from standins.amqp_broker import start_broker
 
 ROOT = Path(__file__).resolve().parents[1]
 MONTH_MINUTES = 30 * 24 * 60
@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
     idle_wait = AgentSettings.from_env({}).idle_wait  # the defaults, as deployed
-    broker = start_broker(ROOT / "servicebus" / "Config.json")
+    broker = start_broker(ROOT / "emulators" / "servicebus-config" / "Config.json")
     try:
         calls = asyncio.run(measure(broker.connection_string, args.seconds, idle_wait))
     finally:

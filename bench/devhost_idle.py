@@ -7,7 +7,7 @@ The embedded stack as ``make demo`` starts it, without agents, and with the star
 supervisor once a day so that no timer fires in the window. Reports the devhost process's CPU
 time over the window from ``/proc/<pid>/stat`` as a share of one core. Its loops wait to be told
 of work, or for the next due time, rather than poll; what is left is chiefly the Service Bus
-watcher reading the bus file's commit counter (``COMMIT_CHECK_INTERVAL`` in devhost/host.py).
+watcher reading the bus file's commit counter (``COMMIT_CHECK_INTERVAL`` in devhost/servicebus_triggers.py).
 """
 
 import argparse

@@ -26,7 +26,7 @@ from durabletask import worker as dt_worker
 from durabletask.testing import create_test_backend
 
 from devhost.host import Host
-from testing.ports import free_port
+from standins.ports import free_port
 
 APP = Path(__file__).parent / "chain_app"
 

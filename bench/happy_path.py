@@ -57,7 +57,7 @@ from devhost.config import DevhostConfig
 from devhost.worker_processes import process_count
 from domain.sample_workflow import WORKFLOWS
 from domain.workflow import Runs
-from services.settings import Settings
+from settings import Settings
 
 PROFILE = {
     "transient_rate": 0,

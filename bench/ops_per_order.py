@@ -54,16 +54,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adapters.clock import SystemClock  # noqa: E402
-from adapters.factory import build_ports  # noqa: E402
 from adapters.servicebus.local_bus import LocalServiceBus  # noqa: E402
 from bench.dts_actions import DurableWork  # noqa: E402
+from bootstrap import build_ports  # noqa: E402
 from demo.stack import FAST  # noqa: E402
 from devhost.host import Host  # noqa: E402
 from domain.messages import AgentRequest  # noqa: E402
 from domain.states import TERMINAL_STATES  # noqa: E402
-from services.settings import Settings  # noqa: E402
-from testing.local_issuer import from_settings  # noqa: E402
-from tests.app.conftest import CLIENT_IDS, OK, Answer, ScriptedAgent, order_body  # noqa: E402
+from settings import Settings  # noqa: E402  # noqa: E402
+from standins.local_issuer import from_settings  # noqa: E402  # noqa: E402
+from tests.support.app import CLIENT_IDS, order_body  # noqa: E402  # noqa: E402
+from tests.support.scripted_agent import OK, Answer, ScriptedAgent  # noqa: E402  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "ops_per_order.json"
 SCENARIOS = ("happy", "compensated", "recovered")

@@ -41,7 +41,7 @@ from domain.policy import SupervisorScan
 from domain.ports import StateStore
 from domain.record import StateRecord
 from services.indexed_state_store import IndexedStateStore
-from tests.records import expired, processing
+from tests.support.records import expired, processing
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 EXPIRED = 100
@@ -168,7 +168,7 @@ def sqlite_run(healthy: int) -> list[Result]:
 
 @contextmanager
 def cosmos_server() -> Iterator[str]:
-    from tests.emulators import COSMOS_PACKAGE, COSMOS_SERVER  # noqa: PLC0415 - only with --cosmos
+    from tests.support.emulators import COSMOS_PACKAGE, COSMOS_SERVER  # noqa: PLC0415 - only with --cosmos
 
     if not COSMOS_PACKAGE.exists():
         raise SystemExit("the Cosmos emulator is not installed: run `make emulators`")
@@ -199,7 +199,7 @@ def cosmos_run(endpoint: str, healthy: int) -> list[Result]:
 
     from adapters.cosmos import recovery_index as cosmos_recovery_index  # noqa: PLC0415
     from adapters.cosmos import state_store as cosmos_state_store  # noqa: PLC0415
-    from tests.emulators import EMULATOR_KEY  # noqa: PLC0415
+    from tests.support.emulators import EMULATOR_KEY  # noqa: PLC0415
 
     urllib3.disable_warnings()  # the emulator's certificate is self-signed, on loopback
     client = CosmosClient(endpoint, credential=EMULATOR_KEY, connection_verify=False)

@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from bench.happy_path import PROFILE, SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
 from demo.stack import Stack
-from services.settings import Settings
+from settings import Settings
 
 CORES = os.cpu_count() or 1
 

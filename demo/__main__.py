@@ -27,7 +27,7 @@ from demo.report import render, verdict
 from demo.stack import Stack
 from domain.messages import QueuedOrder
 from domain.states import TERMINAL_STATES, ProcessState
-from services.settings import Settings
+from settings import Settings
 
 
 @dataclass

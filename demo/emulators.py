@@ -30,11 +30,11 @@ from types import ModuleType
 
 import urllib3
 
-from adapters.factory import create_orders_schema
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from services.settings import Settings
-from testing.local_issuer import from_settings
-from testing.ports import free_port
+from bootstrap import create_orders_schema
+from settings import Settings
+from standins.local_issuer import from_settings
+from standins.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "emulators" / "node_modules"

@@ -40,44 +40,68 @@ class Snapshot:
     elapsed: float
 
     def effects(self, order_id: str, action: str) -> int:
-        return int(self.ledger.get(f"{order_id}:{action}", {}).get("effects", 0))
+        return effects(self.ledger, order_id, action)
+
+
+def effects(ledger: dict[str, dict[str, int]], order_id: str, action: str) -> int:
+    """How many times the remote service applied ``action`` for ``order_id`` (its ledger)."""
+    return int(ledger.get(f"{order_id}:{action}", {}).get("effects", 0))
+
+
+def _check(name: str, failures: list[str]) -> Check:
+    return Check(name, not failures, ", ".join(failures[:5]))
+
+
+def effect_checks(
+    ledger: dict[str, dict[str, int]], records: dict[str, StateRecord], budget: int
+) -> list[Check]:
+    """The remote service's side of a run, from its effects ledger: exactly once for processed
+    orders, net zero for compensated ones, no key called past the retry budget. The end-to-end
+    tests hold a run of their own to these."""
+
+    def done(i: str, action: str) -> int:
+        return effects(ledger, i, action)
+
+    return [
+        _check(
+            "processed orders: exactly one effect per step, nothing undone",
+            [
+                i
+                for i, r in records.items()
+                if r.ProcessState is ProcessState.PROCESSED
+                and ([done(i, s) for s in FORWARD] != [1, 1] or any(done(i, UNDO[s]) for s in FORWARD))
+            ],
+        ),
+        _check(
+            "compensated orders: net zero effect per step",
+            [
+                i
+                for i, r in records.items()
+                if r.ProcessState is ProcessState.COMPENSATED
+                and any(done(i, s) != done(i, UNDO[s]) for s in FORWARD)
+            ],
+        ),
+        _check(
+            f"no idempotency key called more than the retry budget ({budget})",
+            [k for k, v in ledger.items() if v["calls"] > budget],
+        ),
+    ]
 
 
 def judge(apps: list[SubmittingApp], snapshot: Snapshot, budget: int) -> list[Check]:
     """Every invariant of the run, passed or not, with up to five offenders each."""
-    ledger, records, effects = snapshot.ledger, snapshot.records, snapshot.effects
+    records = snapshot.records
     accepted = [i for app in apps for i in app.submitted_at]
     checks: list[Check] = []
 
     def check(name: str, failures: list[str]) -> None:
-        checks.append(Check(name, not failures, ", ".join(failures[:5])))
+        checks.append(_check(name, failures))
 
     check(
         "every accepted order reached a terminal state",
         [i for i in accepted if i not in records or records[i].ProcessState not in TERMINAL_STATES],
     )
-    check(
-        "processed orders: exactly one effect per step, nothing undone",
-        [
-            i
-            for i, r in records.items()
-            if r.ProcessState is ProcessState.PROCESSED
-            and ([effects(i, s) for s in FORWARD] != [1, 1] or any(effects(i, UNDO[s]) for s in FORWARD))
-        ],
-    )
-    check(
-        "compensated orders: net zero effect per step",
-        [
-            i
-            for i, r in records.items()
-            if r.ProcessState is ProcessState.COMPENSATED
-            and any(effects(i, s) != effects(i, UNDO[s]) for s in FORWARD)
-        ],
-    )
-    check(
-        f"no idempotency key called more than the retry budget ({budget})",
-        [k for k, v in ledger.items() if v["calls"] > budget],
-    )
+    checks.extend(effect_checks(snapshot.ledger, records, budget))
     check(
         "each app heard exactly one ending per order, matching the record",
         [

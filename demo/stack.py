@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from adapters.clock import SystemClock
-from adapters.factory import build_ports
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.sqlite.state_store import SqliteStateStore
+from bootstrap import build_ports
 from domain.messages import QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
 from ops.tokens import app_token
 from services.context import Ports
-from services.settings import Settings
-from testing.local_issuer import from_settings
-from testing.ports import free_port
+from settings import Settings
+from standins.local_issuer import from_settings
+from standins.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

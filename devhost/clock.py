@@ -12,12 +12,20 @@ import mmap
 import struct
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from adapters.clock import ManualClock, SystemClock
 from devhost.proxy_worker import CLOCK_LAYOUT, EPOCH
-from domain.ports import Clock
 
 SEQUENCE, MICROS = struct.Struct("<Q"), struct.Struct("<q")
+
+
+class HostClock(Protocol):
+    """The clock a host runs on, which its engine, timers and bus read: a ``VirtualClock`` in
+    tests, a ``SystemClock`` otherwise. devhost's own: it knows nothing of the app's ports, and
+    the app's clock protocol asks no more than this."""
+
+    def now(self) -> datetime: ...
 
 
 class VirtualClock(ManualClock):
@@ -56,4 +64,4 @@ class VirtualClock(ManualClock):
         self._publish()
 
 
-__all__ = ["Clock", "SystemClock", "VirtualClock"]
+__all__ = ["HostClock", "SystemClock", "VirtualClock"]

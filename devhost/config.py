@@ -53,7 +53,7 @@ def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
     return queues
 
 
-# What the Functions host answers a host.json it cannot use with, as LoadHostConfig and its
+# What the Functions host says of a host.json it cannot use, as LoadHostConfig and its
 # version check in src/WebJobs.Script/Config/HostJsonFileConfigurationSource.cs of
 # https://github.com/Azure/azure-functions-host word it.
 _UNPARSABLE = "Unable to parse host configuration file '{path}'."
@@ -121,7 +121,7 @@ class DevhostConfig:
         env = os.environ if env is None else env
         data = data_dir or Path(env.get("DEVHOST_DATA_DIR", str(app_dir / ".devhost")))
         config = env.get("DEVHOST_SERVICEBUS_CONFIG")
-        default_config = app_dir / "servicebus" / "Config.json"
+        default_config = app_dir / "emulators" / "servicebus-config" / "Config.json"
         return cls(
             app_dir=app_dir,
             data_dir=data,

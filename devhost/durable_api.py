@@ -25,11 +25,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from devhost.durable_engine import (
-    Delivery,
     DurableEngine,
     InstanceExists,
     InvalidInstanceId,
     ListQuery,
+    OperationOutcome,
     UnknownOrchestrator,
 )
 from devhost.durable_wire import FINISHED, RuntimeStatus
@@ -43,7 +43,11 @@ CONTINUATION_HEADER = "x-ms-continuation-token"
 # The extension's status endpoint asks pollers to wait this long; its check-status response 10 s.
 STATUS_RETRY_AFTER = "5"
 START_RETRY_AFTER = "10"
-_DELIVERY_CODES = {Delivery.ACCEPTED: 202, Delivery.NOT_FOUND: 404, Delivery.GONE: 410}
+_OUTCOME_STATUS = {
+    OperationOutcome.ACCEPTED: 202,
+    OperationOutcome.NOT_FOUND: 404,
+    OperationOutcome.GONE: 410,
+}
 UNSUPPORTED = {
     "suspend": "suspend and resume",
     "resume": "suspend and resume",
@@ -55,7 +59,7 @@ def register(app: web.Application, engine: DurableEngine, base_url: Callable[[],
     """The Durable HTTP API's routes on ``app``; ``base_url`` is read per request (the port is
     known only once the host listens)."""
     api = _Api(engine, base_url)
-    # The extension answers 404, not 405, to a method a route does not take: every route here
+    # The extension responds 404, not 405, to a method a route does not take: every route here
     # takes any method and dispatches as HandleRequestAsync does.
     routes: list[tuple[str, Callable[[web.Request], Awaitable[web.Response]]]] = [
         ("/orchestrators/{name}", api.start),
@@ -190,7 +194,7 @@ class _Api:
             )
         except InstanceExists as error:
             # DurableTask.AzureStorage throws OrchestrationAlreadyExistsException, which
-            # HandleRequestAsync's catch-all answers with 500.
+            # HandleRequestAsync's catch-all responds with 500.
             return _error(
                 500,
                 "Something went wrong while processing your request",
@@ -227,7 +231,7 @@ class _Api:
         # The extension stores the parsed token re-serialised compactly (JToken.ToString with
         # Formatting.None); the orchestrator gets that text, whatever the client meant by it.
         outcome = self.engine.raise_event(instance_id, request.match_info["event"], _compact(token))
-        return web.Response(status=_DELIVERY_CODES[outcome])
+        return web.Response(status=_OUTCOME_STATUS[outcome])
 
     async def operation(self, request: web.Request) -> web.Response:
         instance_id = request.match_info["instance_id"]
@@ -236,7 +240,7 @@ class _Api:
             return web.Response(status=404)
         if operation == "terminate":
             outcome = self.engine.terminate(instance_id, _param(request, "reason"))
-            return web.Response(status=_DELIVERY_CODES[outcome])
+            return web.Response(status=_OUTCOME_STATUS[outcome])
         if operation == "restart":
             return self._restart(request, instance_id)
         if operation in UNSUPPORTED:

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
+from devhost.clock import HostClock
 from devhost.durable_store import ActivityWork, DurableStore, Instance, ParentLink, StoreTx
 from devhost.durable_wire import (
     FINISHED,
@@ -45,12 +46,6 @@ ACTIVITY_LEASE = timedelta(minutes=10)
 MAX_INSTANCE_ID_LENGTH = 256
 # OrchestrationStatusQueryCondition.PageSize's default: a list without ``top`` is paged too.
 DEFAULT_PAGE_SIZE = 100
-
-
-class Clock(Protocol):
-    """Whatever tells the engine the time: the host's clock, virtual in tests."""
-
-    def now(self) -> datetime: ...
 
 
 class UnknownOrchestrator(Exception):
@@ -83,7 +78,9 @@ class Queued(StrEnum):
     ACTIVITIES = "activities"
 
 
-class Delivery(StrEnum):
+class OperationOutcome(StrEnum):
+    """What an operation sent to an instance (raise an event, terminate) came to."""
+
     ACCEPTED = "accepted"
     NOT_FOUND = "not-found"
     GONE = "gone"
@@ -143,7 +140,7 @@ class DurableEngine:
     def __init__(
         self,
         store: DurableStore,
-        clock: Clock,
+        clock: HostClock,
         orchestrators: frozenset[str],
         run_orchestrator: RunOrchestrator | None = None,
     ) -> None:
@@ -218,33 +215,35 @@ class DurableEngine:
             parent=parent,
         )
 
-    def raise_event(self, instance_id: str, name: str, input_json: str | None) -> Delivery:
+    def raise_event(self, instance_id: str, name: str, input_json: str | None) -> OperationOutcome:
         now = self.clock.now()
         with self.store.tx() as tx:
             instance = tx.instance(instance_id)
             if instance is None:
-                return Delivery.NOT_FOUND
+                return OperationOutcome.NOT_FOUND
             if instance.status in FINISHED:
-                return Delivery.GONE
+                return OperationOutcome.GONE
             if instance.completing:
-                return Delivery.ACCEPTED  # the extension takes it, and the ended orchestrator drops it
+                return (
+                    OperationOutcome.ACCEPTED
+                )  # the extension takes it, and the ended orchestrator drops it
             event = new_event(EventType.EVENT_RAISED, now, Name=name, Input=input_json)
             tx.deliver(instance_id, instance.execution_id, event_text(event), now)
         self.changed(Queued.EVENTS)
-        return Delivery.ACCEPTED
+        return OperationOutcome.ACCEPTED
 
-    def terminate(self, instance_id: str, reason: str | None) -> Delivery:
+    def terminate(self, instance_id: str, reason: str | None) -> OperationOutcome:
         now = self.clock.now()
         with self.store.tx() as tx:
             instance = tx.instance(instance_id)
             if instance is None:
-                return Delivery.NOT_FOUND
+                return OperationOutcome.NOT_FOUND
             if instance.status in FINISHED:
-                return Delivery.GONE
+                return OperationOutcome.GONE
             tx.drop_work(instance_id)
             self._finish(tx, instance_id, RuntimeStatus.TERMINATED, json.dumps(reason), now)
         self.changed(Queued.EVENTS)
-        return Delivery.ACCEPTED
+        return OperationOutcome.ACCEPTED
 
     def purge(self, instance_id: str) -> int:
         """Delete the instance and its history whatever its status, as the Azure Storage

@@ -168,7 +168,7 @@ class ProxyWorker:
                 await stopping
 
     async def _stop(self, grace: float) -> None:
-        """Answer what is in flight within the grace period, then close this side of the stream;
+        """Respond to what is in flight within the grace period, then close this side of the stream;
         the host closes its side once it has read everything."""
         if self.tasks:
             await asyncio.wait(self.tasks, timeout=grace or None)
@@ -183,13 +183,13 @@ class ProxyWorker:
             task.add_done_callback(self.tasks.discard)
         elif kind == "worker_init_request":
             self._before_init(message.worker_init_request.function_app_directory)
-            await self._answer(message, "worker_init_request", "worker_init_response", host=True)
+            await self._respond(message, "worker_init_request", "worker_init_response", host=True)
         elif kind == "functions_metadata_request":
-            await self._answer(message, "functions_metadata_request", "function_metadata_response")
+            await self._respond(message, "functions_metadata_request", "function_metadata_response")
         elif kind == "function_load_request":
-            await self._answer(message, "function_load_request", "function_load_response")
+            await self._respond(message, "function_load_request", "function_load_response")
         elif kind == "function_environment_reload_request":
-            await self._answer(
+            await self._respond(
                 message,
                 "function_environment_reload_request",
                 "function_environment_reload_response",
@@ -202,7 +202,7 @@ class ProxyWorker:
         install_host_clock()
         self.runtime.start_threadpool_executor()
 
-    async def _answer(
+    async def _respond(
         self, message: rpc.StreamingMessage, handler: str, field: str, *, host: bool = False
     ) -> None:
         properties: dict[str, Any] = {"protos": rpc, "host": self.args.host} if host else {}
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loop.run_until_complete(worker.run())
     except grpc.aio.AioRpcError as error:
-        # The host went away (stopped or killed): nothing is left to answer to.
+        # The host went away (stopped or killed): nothing is left to respond to.
         print(
             f"proxy worker {args.worker_id}: the host closed the stream ({error.code().name})",
             file=sys.stderr,

@@ -4,7 +4,8 @@ placeholders, as ``func start`` handles them."""
 import re
 from collections.abc import Mapping
 
-from adapters.local_settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
+from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
+from settings import SettingsError
 
 __all__ = ["SETTINGS_FILE_VARIABLE", "SettingsError", "load_local_settings", "resolve"]
 

@@ -83,7 +83,7 @@ def _over_the_wire[M: Message](message: M) -> M:
 
 
 def check_status(result: rpc.StatusResult, doing: str) -> None:
-    """A worker's answer to init, metadata or load: a failure is the worker's refusal, in its words."""
+    """A worker's response to init, metadata or load: a failure is the worker's refusal, in its words."""
     if result.status != rpc.StatusResult.Success:
         raise WorkerError(f"the Functions worker failed {doing}: {result.exception.message or result.result}")
 

@@ -46,7 +46,7 @@ _RPC_LEVELS = {
 
 
 class WorkerDied(InvocationFailed):
-    """The worker process running the invocation exited before it answered."""
+    """The worker process running the invocation exited before it responded."""
 
     def __init__(self, worker_id: str, code: int | None) -> None:
         super().__init__(rpc.RpcException(message=f"the worker process {worker_id} exited (code {code})"))
@@ -312,7 +312,8 @@ class WorkerProcesses:
     def _send(
         self, channel: _Channel, message: rpc.StreamingMessage, key: str | None = None
     ) -> asyncio.Future[rpc.StreamingMessage]:
-        """Queue ``message`` on the worker's stream; the future is its answer, by ``key``."""
+        """Queue ``message`` on the worker's stream; the future is the worker's response to it,
+        matched by ``key``."""
         message.request_id = self._next_id()
         future: asyncio.Future[rpc.StreamingMessage] = asyncio.get_running_loop().create_future()
         channel.pending[key or message.request_id] = future
@@ -390,8 +391,7 @@ class WorkerProcesses:
         sent = self._send(channel, message, key=invocation_id)
         for observer in self.on_sent:
             observer(channel.process.pid, function_id)
-        answer = await sent
-        response = answer.invocation_response
+        response = (await sent).invocation_response
         if response.result.status != rpc.StatusResult.Success:
             raise InvocationFailed(response.result.exception)
         return response

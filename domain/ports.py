@@ -1,7 +1,7 @@
 """Ports: what the services need from the outside world, as small Protocols.
 
-Each has an embedded adapter (SQLite) and, later, an Azure one; ``tests/contract`` runs one
-suite of assertions over every adapter of a port.
+Each has an embedded adapter (SQLite) and an Azure one (``adapters/``); ``tests/contract`` runs
+one suite of assertions over every adapter of a port.
 """
 
 from collections.abc import Mapping

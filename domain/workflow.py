@@ -1,6 +1,7 @@
-"""The generic step engine's vocabulary (C7): a workflow version is a list of steps, each run
-locally or by the Agent, and undone by a compensating action; and the names the orchestrators
-and activities are registered and called by.
+"""The workflow model (C7): a workflow version is a list of steps, each run locally or by the
+Agent, and undone by a compensating action; the step engine (``activities.steps``) runs them.
+The names the orchestrators and activities are registered and called by are Durable wiring:
+``orchestrators.names``.
 
 A version is pure data that both the orchestrator (deterministically) and the activities agree
 on. The sample workflow's versions, steps and business rules are in ``domain.sample_workflow``;
@@ -59,10 +60,6 @@ class Workflow:
     # What each action that runs locally (a step's, or a compensation's) does.
     local_actions: tuple[LocalAction, ...] = ()
 
-    @property
-    def orchestrator(self) -> str:
-        return orchestrator_name(self.version)
-
     def step(self, name: str) -> Step:
         for step in self.steps:
             if step.name == name:
@@ -78,29 +75,3 @@ class Workflow:
             if action.name == name:
                 return action
         return None
-
-
-# The orchestrator every new attempt runs, whatever its workflow version: the steps are run by
-# its activity, which reads the version from the record, so a new version needs no new
-# orchestrator. A change to the orchestrator's own code gets a new name (C7), and the old one
-# stays registered until no instance of it is left.
-ATTEMPT_ORCHESTRATOR = "order_attempt"
-
-
-def orchestrator_name(version: str) -> str:
-    """The first engine's orchestrators, one per version (drained: see function_app.py)."""
-    return f"order_workflow_{version}"
-
-
-class Activity(StrEnum):
-    """The activity functions, by the one name function_app.py registers each under and the
-    orchestrators call it by. What each takes and answers: ``activities.contracts``."""
-
-    ADVANCE = "advance"  # everything between two waits of an order_attempt
-    # The first engine's, one per action (orchestrators/first_engine.py): drained with it.
-    READ_ORDER = "read_order"
-    BEGIN_STEP = "begin_step"
-    SEND_AGENT_REQUEST = "send_agent_request"
-    RECORD_STEP = "record_step"
-    RUN_LOCAL_STEP = "run_local_step"
-    FINISH = "finish"

@@ -6,7 +6,7 @@ import json
 from ops.errors import Refused
 from ops.output import Output
 from ops.queues import QueueBrowser
-from services.settings import Settings
+from settings import Settings
 
 
 def list_alerts(settings: Settings, queue: QueueBrowser, out: Output, limit: int) -> None:

@@ -2,7 +2,7 @@
 
 from domain.apps import SubmittingApp
 from ops.errors import BadArgument
-from services.settings import Settings
+from settings import Settings
 
 
 def registered(settings: Settings, name: str) -> SubmittingApp:

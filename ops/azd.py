@@ -44,7 +44,7 @@ from ops.queues import BrowsedMessage
 from ops.tokens import TokenError
 from services.context import Ports
 from services.frontend import Reply
-from services.settings import Settings
+from settings import Settings
 
 if TYPE_CHECKING:  # the Azure SDKs load only when --azd is given
     from adapters.servicebus.azure import ServiceBusMessaging
@@ -271,8 +271,8 @@ class Deployment:
         from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - Azure only
 
         from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
-        from adapters.factory import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, retry_policy  # noqa: PLC0415
         from adapters.resilience import guard  # noqa: PLC0415
+        from bootstrap import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, retry_policy  # noqa: PLC0415
 
         settings = self.store_settings
         policy, quiet = retry_policy(settings), _NoAlerts()

@@ -36,10 +36,9 @@ import argcomplete
 from rich.console import Console
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports
-from adapters.local_settings import SettingsError as LocalSettingsError
 from adapters.local_settings import load_local_settings
 from adapters.servicebus.messages import QueueNotFound
+from bootstrap import build_ports
 from domain.apps import RegistryError
 from domain.errors import DependencyUnavailable
 from domain.states import ProcessState
@@ -50,7 +49,7 @@ from ops.output import Output
 from ops.queues import QueueBrowser
 from ops.tokens import TokenError, show_token
 from services.context import Ports
-from services.settings import Settings, SettingsError
+from settings import Settings, SettingsError
 
 __all__ = ["EXIT_REFUSED", "EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
 
@@ -257,7 +256,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
         return _run(args, Output(console, args.json))
     except (Refused, TokenError) as refused:
         code, message = EXIT_REFUSED, str(refused)
-    except (BadArgument, SettingsError, LocalSettingsError, RegistryError, QueueNotFound) as bad:
+    except (BadArgument, SettingsError, RegistryError, QueueNotFound) as bad:
         code, message = EXIT_USAGE, str(bad)
     except DependencyUnavailable as outage:
         code, message = EXIT_UNAVAILABLE, str(outage)

@@ -29,11 +29,11 @@ from aiohttp import web
 from rich.console import Console
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
 from services.context import Ports
-from services.settings import Settings
+from settings import Settings
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK = "127.0.0.1"

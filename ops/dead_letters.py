@@ -3,7 +3,7 @@
 from ops.errors import Refused
 from ops.output import Output
 from ops.queues import QueueBrowser, known_queue
-from services.settings import Settings
+from settings import Settings
 
 
 def list_dead_letters(settings: Settings, queue: QueueBrowser, out: Output, name: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ops.errors import BadArgument, Refused
 from services.context import Ports
-from services.settings import Settings
+from settings import Settings
 
 
 class BrowsedMessage(Protocol):

@@ -4,10 +4,10 @@ script for the engine's own client (the post-provision step's sqlcmd)."""
 import json
 import os
 
-from adapters.factory import create_orders_schema
 from adapters.sql import schema
+from bootstrap import create_orders_schema
 from ops.output import Output
-from services.settings import Settings
+from settings import Settings
 
 
 def run(script: str | None, out: Output) -> None:

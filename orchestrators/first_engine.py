@@ -1,8 +1,8 @@
 """The first engine of the Scheduler, kept for the instances it started (C7): one orchestration
 per attempt, with one activity per action. New attempts run ``orchestrators.order_attempt``,
-which does the same work in a third of the round trips; this module and the activities only it
-calls are removed once no ``order_workflow_v*`` instance is left (``ops list --state Processing``
-shows none whose InstanceID started before the deployment).
+which does the same work in a third of the round trips. Its functions are registered as one
+blueprint (``first_engine_blueprint.py``); this module goes with it once no ``order_workflow_v*``
+instance is left (docs/operating.md "Retiring the first engine").
 
 The Scheduler (R1, E5-E12): one orchestration instance per attempt of one order.
 
@@ -39,7 +39,8 @@ from domain.ids import request_message_id
 from domain.messages import AgentOutcome
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from domain.states import ProcessState
-from domain.workflow import Activity, Ending, Runs, Step, Workflow
+from domain.workflow import Ending, Runs, Step, Workflow
+from orchestrators.names import Activity, orchestrator_name
 from orchestrators.order_attempt import call, wait_for_reply
 
 
@@ -54,10 +55,10 @@ OK = StepOutcome(None)
 
 Orchestration = Generator[Any, Any, str]
 
-# What this engine registers in function_app.py, all to be removed together: an orchestrator for
+# What this engine registers (first_engine_blueprint.py), all to be removed together: an orchestrator for
 # each version it ran, and its activities.
 WORKFLOWS = (ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2)
-ORCHESTRATORS = tuple(w.orchestrator for w in WORKFLOWS)
+ORCHESTRATORS = tuple(orchestrator_name(w.version) for w in WORKFLOWS)
 ACTIVITIES = (
     Activity.READ_ORDER,
     Activity.BEGIN_STEP,

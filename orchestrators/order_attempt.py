@@ -53,7 +53,7 @@ def call[I: AttemptInput, R](
     path's history is exactly one TaskScheduled and one TaskCompleted, as without retries.
     """
     result = yield from _call_with_retries(context, activity.name.value, work.wire())
-    return activity.answer(result)
+    return activity.read_result(result)
 
 
 def _call_with_retries(context: Any, name: str, payload: dict[str, Any]) -> Generator[Any, Any, Any]:
@@ -123,6 +123,6 @@ def run_attempt(context: Any) -> Orchestration:
             return Ending.TIMED_OUT.value  # R5: stop waiting, leave the record alone
         if reply.Outcome is AgentOutcome.TRANSIENT_EXHAUSTED:
             return Ending.RETRY_LATER.value  # the Supervisor retries the step when CompleteBy passes
-        answer = attempt.answering(request, reply, next_nonce(context, given.Salt))
-        result = yield from call(context, ADVANCE, answer)
+        replied = attempt.answering(request, reply, next_nonce(context, given.Salt))
+        result = yield from call(context, ADVANCE, replied)
     return str(result.Ending)  # no Wait: an Ending (AdvanceResult holds one or the other)

@@ -12,7 +12,8 @@ from services import telemetry
 
 @dataclass(frozen=True)
 class Claim:
-    """A record this starter now owns: start ``WorkflowVersion``'s orchestrator as ``instance_id``."""
+    """A record this starter now owns: start an attempt (``order_attempt``, whatever the record's
+    ``WorkflowVersion``) as ``instance_id``."""
 
     stored: Stored
 

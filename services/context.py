@@ -16,7 +16,7 @@ from domain.ports import (
 from services.admission import Admission
 from services.outages import OutageMonitor
 from services.record_cache import LruCache, RecordCache
-from services.settings import Settings
+from settings import Settings
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ _REASONS = {SubmitOutcome.CONFLICT: "OrderConflict", SubmitOutcome.REJECTED: "Su
 
 
 @dataclass(frozen=True)
-class Delivery:
+class HeldMessage:
     """The message a trigger holds: enough to dead-letter it and to name it in alerts."""
 
     queue: str
@@ -36,7 +36,7 @@ class Delivery:
 
 def _reject(
     ports: Ports,
-    delivery: Delivery,
+    held: HeldMessage,
     reason: str,
     description: str,
     *,
@@ -49,30 +49,30 @@ def _reject(
         ports.sender,
         queue=ports.settings.alerts_queue,
         event=event,
-        reason=f"{reason} on {delivery.queue} message {delivery.message_id}: {description}",
+        reason=f"{reason} on {held.queue} message {held.message_id}: {description}",
         now=ports.clock.now(),
         order_id=order_id,
-        dedup_key=delivery.message_id,
+        dedup_key=held.message_id,
     )
-    ports.settlement.dead_letter(delivery.queue, delivery.lock_token, reason, description)
+    ports.settlement.dead_letter(held.queue, held.lock_token, reason, description)
 
 
-def handle_submission(delivery: Delivery, ports: Ports) -> SubmitResult | None:
+def handle_submission(held: HeldMessage, ports: Ports) -> SubmitResult | None:
     try:
-        submission = parse_message(QueuedOrder, delivery.body)
+        submission = parse_message(QueuedOrder, held.body)
     except InvalidMessage as invalid:
-        with order_span("submission.rejected", None, reason=invalid.reason, message_id=delivery.message_id):
-            _reject(ports, delivery, invalid.reason, invalid.description, order_id=None)
+        with order_span("submission.rejected", None, reason=invalid.reason, message_id=held.message_id):
+            _reject(ports, held, invalid.reason, invalid.description, order_id=None)
         return None
     with order_span(
-        "submission", submission.OrderID, message_id=delivery.message_id, app=submission.SubmittedBy
+        "submission", submission.OrderID, message_id=held.message_id, app=submission.SubmittedBy
     ) as span:
-        result = _submit(submission, delivery, ports)
+        result = _submit(submission, held, ports)
         span.set_attribute("sas.outcome", result.outcome.value)
         return result
 
 
-def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> SubmitResult:
+def _submit(submission: QueuedOrder, held: HeldMessage, ports: Ports) -> SubmitResult:
     settings = ports.settings
     result = submit_order(
         submission,
@@ -96,10 +96,10 @@ def _submit(submission: QueuedOrder, delivery: Delivery, ports: Ports) -> Submit
             status=OrderStatus.RECEIVED if result.ok else OrderStatus.REJECTED,
             now=ports.clock.now(),
             detail=None if result.ok else f"{reason}: {_told(result)}",
-            message_id=None if result.ok else f"{submission.OrderID}:rejected:{delivery.message_id}",
+            message_id=None if result.ok else f"{submission.OrderID}:rejected:{held.message_id}",
         )
     if reason is not None:
-        _reject(ports, delivery, reason, result.reason or "", order_id=submission.OrderID)
+        _reject(ports, held, reason, result.reason or "", order_id=submission.OrderID)
     return result
 
 
@@ -126,20 +126,20 @@ def _told(result: SubmitResult) -> str:
     return result.reason or ""
 
 
-def parse_reply(delivery: Delivery, ports: Ports) -> ReplyEvent | None:
+def parse_reply(held: HeldMessage, ports: Ports) -> ReplyEvent | None:
     """The reply and where to raise it, or None: it was dead-lettered with the reason, and an
     operator alerted. Nothing that fails here is ever raised."""
     try:
-        reply = parse_message(AgentReply, delivery.body)
+        reply = parse_message(AgentReply, held.body)
         return ReplyEvent(
             reply,
             instance=url_segment(reply.InstanceID, INSTANCE_ID_PATTERN),
             event=url_segment(reply_event(reply.RequestID), EVENT_NAME_PATTERN),
         )
     except InvalidMessage as invalid:
-        _reject(ports, delivery, invalid.reason, invalid.description, order_id=None, event="MessageRejected")
+        _reject(ports, held, invalid.reason, invalid.description, order_id=None, event="MessageRejected")
     except ValueError as invalid:  # AgentReply checks the same patterns: a second line only
-        _reject(ports, delivery, "InvalidIdentifier", str(invalid), order_id=None, event="MessageRejected")
+        _reject(ports, held, "InvalidIdentifier", str(invalid), order_id=None, event="MessageRejected")
     return None
 
 
@@ -149,11 +149,11 @@ def is_late_reply_error(error: Exception) -> bool:
     return "is gone" in text or "No instance with ID" in text
 
 
-def give_up(delivery: Delivery, error: Exception, ports: Ports) -> None:
+def give_up(held: HeldMessage, error: Exception, ports: Ports) -> None:
     """The last delivery of a submission failed too: dead-letter it with the cause, and alert."""
     _reject(
         ports,
-        delivery,
+        held,
         "ProcessingFailed",
         f"{type(error).__name__}: {error}"[:1000],
         order_id=None,
@@ -166,7 +166,7 @@ POSTPONED = "sas-postponed"
 FIRST_MESSAGE_ID = "sas-first-message-id"
 
 
-def postpone(delivery: Delivery, outage: DependencyUnavailable, ports: Ports) -> None:
+def postpone(held: HeldMessage, outage: DependencyUnavailable, ports: Ports) -> None:
     """A store stayed down for a whole retry budget: send this submission again for later, as a
     scheduled copy, and let the trigger complete the original. Service Bus would redeliver an
     abandoned message at once and dead-letter a valid order after MaxDeliveryCount quick
@@ -176,16 +176,16 @@ def postpone(delivery: Delivery, outage: DependencyUnavailable, ports: Ports) ->
     the second is a duplicate submission (same OrderID and hash). Past the limit the message is
     dead-lettered ``DependencyUnavailable`` with an alert: an operator resubmits it.
     """
-    postponed = int(str(delivery.properties.get(POSTPONED, 0)))
+    postponed = int(str(held.properties.get(POSTPONED, 0)))
     delay = ports.settings.postponement.delay(postponed)
     if delay is None:
         description = f"{outage} (postponed {postponed} times)"
-        _reject(ports, delivery, "DependencyUnavailable", description, order_id=None)
+        _reject(ports, held, "DependencyUnavailable", description, order_id=None)
         return
-    first = str(delivery.properties.get(FIRST_MESSAGE_ID, delivery.message_id))
+    first = str(held.properties.get(FIRST_MESSAGE_ID, held.message_id))
     ports.sender.send(
-        delivery.queue,
-        delivery.body.decode(),
+        held.queue,
+        held.body.decode(),
         message_id=f"{first}.p{postponed + 1}",
         properties={POSTPONED: str(postponed + 1), FIRST_MESSAGE_ID: first},
         scheduled_at=ports.clock.now() + delay,

@@ -11,7 +11,7 @@ from domain.errors import DependencyUnavailable, IllegalTransition, Precondition
 from domain.ids import INSTANCE_ID_PATTERN, url_segment
 from domain.ports import Stored
 from domain.states import ProcessState
-from domain.workflow import ATTEMPT_ORCHESTRATOR
+from orchestrators.names import ATTEMPT_ORCHESTRATOR
 from services import telemetry
 from services.claim_pending import Claim, ClaimReport, claim_next, claim_one, claim_pending
 from services.context import Ports

@@ -1,25 +1,35 @@
 import asyncio
 import os
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from decimal import Decimal
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
+from azure.cosmos import CosmosClient
 
+from adapters.azure_profile import pooled_transport
 from adapters.clock import ManualClock
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from domain.messages import OrderLine, QueuedOrder
 from domain.policy import SchedulerPolicy
+from standins.ports import free_port
+from tests.support.broker import BrokerFactory, BrokerProcess, broker_process, require_proton, write_config
+from tests.support.clock import T0
+from tests.support.emulators import (
+    AZURITE_KEY,
+    EMULATOR_KEY,
+    azurite_server,
+    cosmos_server,
+    postgres_cluster,
+)
 
-pytest_plugins = ["tests.emulators", "tests.servicebus_broker"]
+# pytester: tests/unit/test_tiers.py runs the tier guard on a test file of its own.
+pytest_plugins = ["pytester"]
 
 # Hermetic settings: the tests run the app from the repository root, where a developer's own
 # local.settings.json (the sample's, pointing at emulators) would fill every setting a test leaves
 # unset. Set at import, before any fixture, so devhost, ops, the agent and every child process a
 # test starts read no settings file; a test that means to read one names it in this variable.
 os.environ[SETTINGS_FILE_VARIABLE] = ""
-
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")
@@ -41,109 +51,120 @@ def policy() -> SchedulerPolicy:
     return SchedulerPolicy()
 
 
-def make_submission(
-    order_id: str = "order-1",
-    *,
-    quantity: int = 2,
-    app: str = "app-a",
-    submitted_at: datetime = T0,
-) -> QueuedOrder:
-    price = Decimal("12.50")
-    return QueuedOrder(
-        OrderID=order_id,
-        Customer="Contoso",
-        Lines=[OrderLine(Sku="SKU-1", Quantity=quantity, UnitPrice=price)],
-        Total=price * quantity,
-        SubmittedBy=app,
-        SubmittedAt=submitted_at,
+# --- Servers, once per test session (per xdist worker) ----------------------------------------
+# The emulators profile's servers (tests/support/emulators.py) and the AMQP test broker
+# (tests/support/broker.py). A test that uses one carries its marker (SERVER_FIXTURES below).
+
+
+@pytest.fixture(scope="session")
+def cosmos_endpoint() -> Iterator[str]:
+    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback."""
+    with cosmos_server(free_port()) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def cosmos_client(cosmos_endpoint: str) -> CosmosClient:
+    return CosmosClient(
+        cosmos_endpoint, credential=EMULATOR_KEY, connection_verify=False, transport=pooled_transport()
     )
 
 
-# --- Test tiers --------------------------------------------------------------------------------
-# `make check` runs `-m fast`: the tests that need nothing but this venv. Each test gets the
-# markers of what it needs (pyproject.toml lists them) and `fast` when it needs none of them, so
-# a new test lands in the fast tier unless it uses one of the things below. The rules follow what
-# the tests were seen to start (every child process of a full run, recorded per test).
+@pytest.fixture(scope="session")
+def cosmos_connection(cosmos_endpoint: str) -> str:
+    """The emulator's connection string, as the app's CosmosDBConnection setting takes it."""
+    return f"AccountEndpoint={cosmos_endpoint}/;AccountKey={EMULATOR_KEY};"
 
-# Fixtures that start a server; a test gets the marker when the fixture is anywhere in its closure
-# (cosmos_client, azurite_tables, ... depend on these).
-TIER_FIXTURES = {
-    "cosmos_endpoint": "emulators",  # node: @vercel/cosmosdb-server (tests/emulators.py)
-    "azurite": "emulators",  # node: Azurite (tests/emulators.py)
-    "postgres_odbc": "emulators",  # initdb + postgres from make system-deps (tests/emulators.py)
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """Azurite (Blobs, Queues, Tables) on loopback; yields its blob, queue and table ports."""
+    with azurite_server(tmp_path_factory.mktemp("azurite")) as ports:
+        yield ports
+
+
+@pytest.fixture(scope="session")
+def azurite_tables(azurite: list[int]) -> str:
+    """A Tables connection string for Azurite."""
+    return (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{azurite[2]}/devstoreaccount1;"
+    )
+
+
+@pytest.fixture(scope="session")
+def azurite_blob_endpoint(azurite: list[int]) -> str:
+    return f"http://127.0.0.1:{azurite[0]}/devstoreaccount1"
+
+
+@pytest.fixture(scope="session")
+def postgres_odbc() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback; yields a pyodbc connection string to its
+    ``postgres`` database (``new_postgres_database`` gives each test its own)."""
+    with postgres_cluster() as connection_string:
+        yield connection_string
+
+
+@pytest.fixture(scope="session")
+def servicebus_broker() -> Iterator[BrokerProcess]:
+    """The AMQP test broker as a separate process with the repo's Config.json queues."""
+    with broker_process() as broker:
+        yield broker
+
+
+@pytest.fixture
+def servicebus_broker_with(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """Start an in-process broker whose queues are ``{name: Config.json Properties}``; stopped
+    after the test. Also offers ``queue_depth`` and ``dead_letter_depth``."""
+    require_proton()
+    from standins.amqp_broker import Broker, start_broker  # noqa: PLC0415  # only once proton is known to be there
+
+    started: list[Broker] = []
+
+    def start(queues: Mapping[str, Mapping[str, Any]]) -> Broker:
+        broker = start_broker(write_config(tmp_path / f"Config-{len(started)}.json", queues))
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+# --- Test tiers --------------------------------------------------------------------------------
+# `make check` runs `-m fast`: the tests that need nothing but this venv. A test that needs more
+# says so where it is written, with the markers pyproject.toml lists (`pytestmark` for a module,
+# a decorator for one test, `marks=` on a backend's parameter); a test with none of them is `fast`.
+HEAVY_MARKERS = ("emulators", "processes", "iac", "slow")
+
+# The fixtures that start a server, and the marker a test that reaches one (in its fixtures, or
+# through request.getfixturevalue as the contract suites' backends do) must carry: the guard
+# below fails such a test without it, so it cannot slip into the fast tier.
+SERVER_FIXTURES = {
+    "cosmos_endpoint": "emulators",  # node: @vercel/cosmosdb-server (tests/support/emulators.py)
+    "azurite": "emulators",  # node: Azurite (tests/support/emulators.py)
+    "postgres_odbc": "emulators",  # initdb + postgres from make system-deps (tests/support/emulators.py)
     "cosmos_proxy": "emulators",  # tests/faults/test_fault_proxy.py calls cosmos_server() itself
     # The broker as a child process; servicebus_broker_with's broker runs in-process and is fast.
     "servicebus_broker": "processes",
 }
-# The contract suites' backend ids: their factories reach the server or driver through
-# request.getfixturevalue, which the fixture closure above does not show.
-TIER_BACKENDS = {
-    "cosmos": "emulators",
-    "cosmos+index": "emulators",
-    "tables": "emulators",  # Azurite
-    "blob": "emulators",  # Azurite
-    "pyodbc-postgresql": "emulators",
-    "pyodbc-sqlite": "emulators",  # the SQLite3 ODBC driver is a system package (make system-deps)
-}
-# Tests that start processes or use the iac venvs in their own body: a directory, a module, or
-# the named tests of a module (all their parameters).
-TIER_PATHS: dict[str, tuple[str, tuple[str, ...]]] = {
-    # .venv-bicep / .venv-checkov; tests/iac/test_emulator_config.py calls the checker in-process.
-    "tests/iac/test_iac.py": ("iac", ()),
-    "tests/e2e/": ("processes", ()),  # devhost start, agent_worker, simulator, demo
-    "tests/conformance/": ("processes", ()),  # a fresh venv from pip, the real worker, devhost start
-    "tests/broker/test_process.py": ("processes", ()),  # python -m testing.amqp_broker
-    "tests/broker/test_limits.py": ("processes", ("test_the_command_refuses_such_a_config_at_start_up",)),
-    "tests/devhost/test_kill.py": ("processes", ()),  # devhost start, killed and restarted
-    "tests/devhost/test_host_json.py": (
-        "processes",
-        ("test_a_host_json_the_host_refuses_is_a_start_up_error",),  # python -m devhost start
-    ),
-    "tests/devhost/test_servicebus.py": (
-        "processes",
-        ("test_processes_draining_one_queue_receive_every_message_exactly_once",),  # multiprocessing
-    ),
-    "tests/contract/test_sqlite_state_store.py": (
-        "processes",
-        ("test_processes_racing_a_replace_on_one_etag_have_exactly_one_winner",),  # multiprocessing
-    ),
-    "tests/agent/test_agent.py": (
-        "processes",
-        ("test_an_agent_killed_after_the_effect_replies_on_redelivery_with_one_effect",),
-    ),
-    "tests/simulator/test_simulator.py": ("processes", ("test_cli_serves_until_sigterm",)),
-    "tests/unit/test_telemetry_export.py": (
-        "processes",  # a fresh interpreter each, so the telemetry distro configures from scratch
-        (
-            "test_with_the_pinned_distro_the_agent_installs_its_log_exporter",
-            "test_with_the_pinned_distro_the_function_app_installs_no_log_exporter",
-        ),
-    ),
-}
-# Not fast either: `slow`, which the large-volume and multi-process tests carry already.
-HEAVY_MARKERS = ("emulators", "processes", "iac", "slow")
-
-
-def _path_tiers(item: pytest.Item) -> set[str]:
-    module = item.nodeid.split("::", 1)[0]
-    name = getattr(item, "originalname", item.name)  # without its parameters
-    return {
-        tier
-        for path, (tier, names) in TIER_PATHS.items()
-        if (module.startswith(path) if path.endswith("/") else module == path)
-        and (not names or name in names)
-    }
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        tiers = {TIER_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in TIER_FIXTURES}
-        callspec = getattr(item, "callspec", None)
-        params = callspec.params.values() if callspec is not None else ()
-        tiers |= {TIER_BACKENDS[p] for p in params if isinstance(p, str) and p in TIER_BACKENDS}
-        tiers |= _path_tiers(item)
-        for tier in sorted(tiers):
-            item.add_marker(tier)
-        # Markers set by hand in a test module count too.
         if not any(item.get_closest_marker(marker) for marker in HEAVY_MARKERS):
             item.add_marker("fast")
+
+
+@pytest.fixture(autouse=True)
+def _server_fixtures_need_their_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that used a server fixture without that fixture's marker. Checked after the
+    test: only then does request.fixturenames list what it fetched by getfixturevalue."""
+    yield
+    missing = sorted(
+        f"{name} needs @pytest.mark.{marker}"
+        for name, marker in SERVER_FIXTURES.items()
+        if name in request.fixturenames and request.node.get_closest_marker(marker) is None
+    )
+    if missing:
+        pytest.fail(f"{request.node.nodeid} lacks its tier marker: {'; '.join(missing)}")

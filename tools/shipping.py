@@ -87,7 +87,7 @@ IMAGES = (AGENT_IMAGE, SIMULATOR_IMAGE)
 FUNCIGNORE_PROBES = (
     "local.settings.json",
     "__pycache__/function_app.cpython-313.pyc",
-    "adapters/__pycache__/factory.cpython-313.pyc",
+    "adapters/__pycache__/resilience.cpython-313.pyc",
     "adapters/servicebus/__pycache__/azure.cpython-313.pyc",
     ".venv/bin/python",
     ".python_packages/lib/site-packages/x.py",

@@ -18,7 +18,6 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
@@ -239,24 +238,3 @@ def _one_at_a_time(receiver: ServiceBusReceiver) -> Iterator[ServiceBusReceivedM
     past the one an operator asked for."""
     while batch := receiver.receive_messages(max_message_count=1, max_wait_time=1):
         yield from batch
-
-
-def servicebus_client(
-    connection: str | None = None, *, namespace: str | None = None, credential: Any = None, **options: Any
-) -> ServiceBusClient:
-    """A connection string (local brokers and emulators: it holds ``=``), else a namespace
-    (``connection`` itself, or ``namespace``) reached with ``credential``, by default
-    DefaultAzureCredential. ``options``: the client's keyword arguments, e.g. its retry settings."""
-    if connection and "=" in connection:
-        return ServiceBusClient.from_connection_string(connection, **options)
-    namespace = namespace or connection
-    if not namespace:
-        raise ValueError(
-            "Service Bus is not configured: set ServiceBusConnection__fullyQualifiedNamespace "
-            "(Azure, managed identity) or ServiceBusConnection (a local broker's connection string)"
-        )
-    if credential is None:
-        from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - only against Azure
-
-        credential = DefaultAzureCredential()
-    return ServiceBusClient(namespace, credential, **options)

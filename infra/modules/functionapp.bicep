@@ -4,7 +4,7 @@
 // Supervisor's leader lease and Application Insights. Every connection is identity-based (an
 // endpoint + __credential + __clientId); no app setting holds a secret.
 //
-// The app settings are the contract of services/settings.py (Settings) and of the bindings in
+// The app settings are the contract of settings.py (Settings) and of the bindings in
 // function_app.py (%SAS_ORDERS_QUEUE%, %SAS_AGENT_REPLIES_QUEUE%, %SAS_STARTER_SCHEDULE%,
 // %SAS_SUPERVISOR_SCHEDULE%, connection "ServiceBusConnection"). On Flex Consumption the runtime
 // is set in functionAppConfig, not with FUNCTIONS_WORKER_RUNTIME / FUNCTIONS_EXTENSION_VERSION.
@@ -243,7 +243,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusFullyQualifiedNamespace
     ServiceBusConnection__credential: 'managedidentity'
     ServiceBusConnection__clientId: identityClientId
-    // The composition root (adapters/factory.py): azure profile, identity for the SDK clients.
+    // The composition root (bootstrap.py): azure profile, identity for the SDK clients.
     SAS_PROFILE: 'azure'
     AZURE_CLIENT_ID: identityClientId
     // State store (adapters/azure_profile.py cosmos_state_store).
@@ -290,7 +290,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_AUTH_AUTHORITY: environment().authentication.loginEndpoint
     SAS_AUTH_TENANT_ID: tenant().tenantId
     SAS_AUTH_AUDIENCE: frontEndClientId
-    // Scheduler, Supervisor and retry policy (services/settings.py).
+    // Scheduler, Supervisor and retry policy (settings.py).
     SAS_WORKFLOW_VERSION: workflowVersion
     SAS_STARTER_SCHEDULE: starterSchedule
     SAS_SUPERVISOR_SCHEDULE: supervisorSchedule

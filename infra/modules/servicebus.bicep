@@ -2,7 +2,7 @@
 // authentication is off: senders and receivers authenticate with Entra ID, and each identity gets
 // queue-scoped roles (rbac.bicep).
 //
-// The queues and their properties mirror servicebus/Config.json (the Service Bus emulator's
+// The queues and their properties mirror emulators/servicebus-config/Config.json (the Service Bus emulator's
 // configuration for `func start`); the offline checks compare the two. Two properties differ on
 // purpose, because the emulator refuses to start with Azure's values: Config.json holds the
 // emulator's maximum where the value here is beyond it (tools/iac/emulator.py EMULATOR_CLAMPED):

@@ -221,6 +221,7 @@ def test_the_lock_is_renewed_while_a_slow_call_runs(loop: asyncio.AbstractEventL
         rig.close()
 
 
+@pytest.mark.processes  # agent workers and the simulator
 @pytest.mark.slow
 def test_an_agent_killed_after_the_effect_replies_on_redelivery_with_one_effect(tmp_path: Path) -> None:
     """C10: the effect happened, the agent died before replying; the next agent re-runs the

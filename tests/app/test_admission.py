@@ -5,7 +5,7 @@ import json
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import order_body, start_app
+from tests.support.app import order_body, start_app
 
 THRESHOLD = 10
 BURST = 30

@@ -9,10 +9,11 @@ import pytest
 
 from domain.messages import AgentRequest
 from domain.states import ProcessState
-from domain.workflow import orchestrator_name
+from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
 from services.scheduling import supervise_and_notify
-from tests.app.conftest import OK, Answer, App, submission
+from tests.support.app import App, submission
+from tests.support.scripted_agent import OK, Answer
 
 ORDERS = int(__import__("os").environ.get("CONC_ORDERS", "500"))
 TERMINAL_STATUSES = {"completed", "failed", "compensated", "compensation-failed"}

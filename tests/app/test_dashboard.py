@@ -1,7 +1,7 @@
 """``python -m ops dashboard`` in a real browser: headless Chromium (Debian's package) driven by
 Playwright shows, on each panel, the numbers the stores hold during a small run.
 
-The app runs on devhost with the scripted agent on a virtual clock (tests/app/conftest.py); the
+The app runs on devhost with the scripted agent on a virtual clock (tests/support/app.py); the
 dashboard serves over the same stores, built as ``python -m ops`` builds them. The app's workers
 write their telemetry when they exit, so the store-backed panels are checked while the app runs
 and the telemetry-backed ones after it stops: the open page picks both up without a reload.
@@ -19,14 +19,14 @@ import pytest
 from playwright import async_api as playwright_api
 
 from adapters.clock import host_clock
-from adapters.factory import build_ports
+from bootstrap import build_ports
 from domain.states import ProcessState
 from ops.dashboard import Dashboard
-from services.settings import Settings
-from tests.app.conftest import App, start_app, submission
+from settings import Settings
+from tests.support.app import App, start_app, submission
 
 CHROMIUM = Path("/usr/bin/chromium")
-# The flags this machine's closed network needs (no background connections); Playwright gives
+# The flags a CI without outbound network needs (no background connections); Playwright gives
 # each launch a fresh profile directory of its own.
 CHROMIUM_FLAGS = [
     "--no-sandbox",

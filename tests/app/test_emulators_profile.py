@@ -13,7 +13,13 @@ from azure.data.tables import TableServiceClient
 
 from adapters.storage.compensation_log import TABLE
 from domain.states import ProcessState
-from tests.app.conftest import Answer, App, emulators_settings, order_body, start_app, submission
+
+# The Cosmos DB server, Azurite and PostgreSQL.
+from tests.support.app import App, emulators_settings, order_body, start_app, submission
+from tests.support.scripted_agent import Answer
+
+# The Cosmos DB server, Azurite and PostgreSQL.
+pytestmark = pytest.mark.emulators
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from activities import functions as steps
 from domain.messages import AgentRequest
 from domain.states import ProcessState
 from services import operator
-from tests.app.conftest import OK, Answer, App, submission
+from tests.support.app import App, submission
+from tests.support.scripted_agent import OK, Answer
 
 SILENT = Answer("silent")
 

@@ -5,7 +5,8 @@ import json
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import OK, Answer, App, order_body, start_app
+from tests.support.app import App, order_body, start_app
+from tests.support.scripted_agent import OK, Answer
 
 
 def test_an_order_posted_to_the_api_is_processed_and_visible(app: App) -> None:

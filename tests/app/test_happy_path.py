@@ -3,7 +3,8 @@
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import OK, Answer, App, start_app, submission
+from tests.support.app import App, start_app, submission
+from tests.support.scripted_agent import OK, Answer
 
 
 def test_an_order_is_processed_end_to_end(app: App) -> None:

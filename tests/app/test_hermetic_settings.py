@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local_settings import SETTINGS_FILE_VARIABLE, SettingsError, load_local_settings
+from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
 from domain.states import ProcessState
-from tests.app.conftest import ROOT, start_app, submission
+from settings import SettingsError
+from tests.support.app import ROOT, start_app, submission
 from tools.deploy_package import build
 
 # Settings the sample sets and the embedded profile leaves unset: what a foreign file would fill.
@@ -26,7 +27,9 @@ def root_with_foreign_settings(tmp_path: Path) -> Path:
     settings as its local.settings.json."""
     root = tmp_path / "root"
     build(ROOT, root)
-    shutil.copytree(ROOT / "servicebus", root / "servicebus")  # devhost's queue declarations
+    shutil.copytree(
+        ROOT / "emulators" / "servicebus-config", root / "emulators" / "servicebus-config"
+    )  # devhost's queue declarations
     shutil.copy2(ROOT / "local.settings.sample.json", root / "local.settings.json")
     return root
 

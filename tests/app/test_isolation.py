@@ -14,9 +14,10 @@ import pytest
 from domain.ids import request_message_id
 from domain.messages import AgentOutcome, AgentReply, AgentRequest
 from services import frontend
-from services.settings import Settings
 from services.submit_order import conflict_detail
-from tests.app.conftest import CLIENT_IDS, OK, Answer, App, order_body, submission
+from settings import Settings
+from tests.support.app import CLIENT_IDS, App, order_body, submission
+from tests.support.scripted_agent import OK, Answer
 
 
 def call(

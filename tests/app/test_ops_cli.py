@@ -6,7 +6,8 @@ import json
 from rich.console import Console
 
 from ops.cli import main
-from tests.app.conftest import Answer, App, submission
+from tests.support.app import App, submission
+from tests.support.scripted_agent import Answer
 
 
 def ops(*argv: str) -> tuple[int, str]:

@@ -11,7 +11,7 @@ from rich.console import Console
 from devhost.durable_wire import FINISHED, RuntimeStatus
 from ops import instances
 from ops.cli import EXIT_UNAVAILABLE, EXIT_USAGE, main
-from tests.app.conftest import App
+from tests.support.app import App
 
 NAMES = ("order_workflow_v1", "order_workflow_v2", "order_attempt")
 

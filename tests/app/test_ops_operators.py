@@ -17,7 +17,8 @@ from ops import orders, queues
 from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
 from ops.errors import Refused
 from ops.output import Output
-from tests.app.conftest import Answer, App, submission
+from tests.support.app import App, submission
+from tests.support.scripted_agent import Answer
 
 
 def ops(*argv: str, width: int = 200) -> tuple[int, str]:

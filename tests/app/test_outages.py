@@ -1,4 +1,4 @@
-"""Outages of the stores under the app, with real connection faults (testing/fault_proxy.py).
+"""Outages of the stores under the app, with real connection faults (standins/fault_proxy.py).
 
 The emulators profile on devhost: orders in PostgreSQL over psqlODBC, state in the Cosmos DB API
 server, each behind a fault-injecting TCP proxy; the compensation log in Azurite. 200 orders go
@@ -35,10 +35,13 @@ from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import Runs
-from testing.fault_proxy import FaultProxy, Mode
-from testing.ports import free_port
-from tests.app.conftest import App, emulators_settings, order_body, start_app, submission
-from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+from standins.fault_proxy import FaultProxy, Mode
+from standins.ports import free_port
+from tests.support.app import App, emulators_settings, order_body, start_app, submission
+from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+
+# The Cosmos DB server, Azurite and PostgreSQL behind fault proxies.
+pytestmark = pytest.mark.emulators
 
 ORDERS = 200
 SQL_OUTAGE = timedelta(minutes=10)

@@ -12,7 +12,8 @@ from domain.messages import AgentRequest
 from domain.recovery_index import recovery_bucket
 from domain.states import ProcessState
 from services.indexed_state_store import IndexedStateStore
-from tests.app.conftest import OK, Answer, App, start_app, submission
+from tests.support.app import App, start_app, submission
+from tests.support.scripted_agent import OK, Answer
 
 SILENT = Answer("silent")
 

@@ -19,8 +19,9 @@ from domain.ids import request_id, request_message_id
 from domain.messages import AgentOutcome, AgentReply, AgentRequest
 from domain.states import ProcessState
 from services import operator
-from services.settings import Settings
-from tests.app.conftest import OK, Answer, App, Script, submission
+from settings import Settings
+from tests.support.app import App, submission
+from tests.support.scripted_agent import OK, Answer, Script
 
 SILENT = Answer("silent")
 STEP_TIMEOUT = Settings.from_env({}).scheduler_policy.step_timeout

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import App, submission
+from tests.support.app import App, submission
 
 
 def test_the_same_order_submitted_twice_is_one_order(app: App) -> None:

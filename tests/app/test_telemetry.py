@@ -13,7 +13,8 @@ from opentelemetry import trace
 
 from domain.messages import AgentRequest
 from services.telemetry import INSTANCE_ID, ORDER_ID, order_context
-from tests.app.conftest import Answer, start_app, submission
+from tests.support.app import start_app, submission
+from tests.support.scripted_agent import Answer
 
 
 def _spans(folder: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Hostile tokens against the real function_app.py on devhost (E16): each is refused with the
 right status and nothing is stored or queued. The app verifies them with the validator it runs
-in Azure; only the issuer is local (testing/local_issuer.py). The validator's own reasons are
+in Azure; only the issuer is local (standins/local_issuer.py). The validator's own reasons are
 pinned case by case in tests/unit/test_entra_tokens.py."""
 
 import json
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from adapters.entra_tokens import MAX_TOKEN_CHARS
-from testing.local_issuer import LocalIssuer, new_key
-from tests.app.conftest import CLIENT_IDS, App, order_body, start_app
-from tests.unit.test_entra_tokens import hs256_with_public_key, tampered, unsigned
+from standins.local_issuer import LocalIssuer, new_key
+from tests.support.app import CLIENT_IDS, App, order_body, start_app
+from tests.support.tokens import hs256_with_public_key, tampered, unsigned
 
 A = CLIENT_IDS["app-a"]
 
@@ -55,11 +55,11 @@ HOSTILE: dict[str, tuple[Headers, int, str]] = {
         "NotAuthenticated",
     ),
     "alg none": (
-        lambda i, a: bearer(unsigned(i, {"alg": "none", "kid": i.kid}) + "."),
+        lambda i, a: bearer(unsigned(i, {"alg": "none", "kid": i.kid}, A) + "."),
         401,
         "NotAuthenticated",
     ),
-    "HS256 with the public key": (lambda i, a: bearer(hs256_with_public_key(i)), 401, "NotAuthenticated"),
+    "HS256 with the public key": (lambda i, a: bearer(hs256_with_public_key(i, A)), 401, "NotAuthenticated"),
     "expired": (
         lambda i, a: bearer(i.mint(A, now=a.host.clock.now() - timedelta(hours=2))),
         401,

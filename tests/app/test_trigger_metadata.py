@@ -11,7 +11,7 @@ import json
 import pytest
 
 from domain.messages import AgentOutcome, AgentReply
-from tests.app.conftest import App, submission
+from tests.support.app import App, submission
 
 
 @pytest.mark.parametrize("name", ["DeliveryCount", "deliverycount", "LockToken", "MessageId"])

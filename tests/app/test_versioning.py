@@ -1,7 +1,8 @@
 """Versioning (C7): a deployment that makes v2 the default leaves in-flight v1 orders on v1."""
 
 from domain.states import ProcessState
-from tests.app.conftest import OK, Answer, App, start_app, submission
+from tests.support.app import App, start_app, submission
+from tests.support.scripted_agent import OK, Answer
 
 
 def test_in_flight_v1_orders_finish_on_v1_after_v2_is_deployed(app: App, loop, tmp_path, monkeypatch) -> None:

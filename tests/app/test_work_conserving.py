@@ -4,7 +4,8 @@ once, so a backlog past the in-flight cap drains at the rate attempts end, not a
 from datetime import timedelta
 
 from domain.states import ProcessState
-from tests.app.conftest import Answer, start_app, submission
+from tests.support.app import start_app, submission
+from tests.support.scripted_agent import Answer
 
 CAP = 3
 ORDERS = 12

@@ -13,7 +13,7 @@ import pytest
 
 from devhost.worker_processes import WorkerProcesses
 from domain.states import ProcessState
-from tests.app.conftest import App, start_app, submission
+from tests.support.app import App, start_app, submission
 
 FORWARD = ("ReserveInventory", "ChargePayment")
 UNDO = ("ReleaseInventory", "RefundPayment")

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
-from tests.broker.support import receive_until
-from tests.servicebus_broker import BrokerFactory
+from tests.support.broker import BrokerFactory
+from tests.support.broker_clients import receive_until
 
 EXPIRY_DEAD_LETTERS = {
     "MaxDeliveryCount": 10,

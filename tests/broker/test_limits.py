@@ -17,10 +17,10 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 from proton import Message
 
-from testing.amqp_broker import limits
-from testing.amqp_broker.config import QueueSettings, load_queues, queues_from_config
-from tests.broker.support import PLAIN, receive_until, send_raw, start_broker
-from tests.servicebus_broker import CONFIG, ROOT, BrokerFactory
+from standins.amqp_broker import limits
+from standins.amqp_broker.config import QueueSettings, load_queues, queues_from_config
+from tests.support.broker import CONFIG, BrokerFactory, run_broker_command
+from tests.support.broker_clients import PLAIN, receive_until, send_raw
 
 LIMIT = 256 * 1024
 
@@ -195,10 +195,11 @@ def test_the_repository_config_is_within_the_limits() -> None:
     assert {q.name for q in load_queues(CONFIG)} >= {"orders", "agent-requests", "agent-replies"}
 
 
+@pytest.mark.processes  # python -m standins.amqp_broker
 def test_the_command_refuses_such_a_config_at_start_up(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(_document({"MaxDeliveryCount": 10, "LockDuration": "PT1S"})))
-    result = start_broker(config, ROOT)
+    result = run_broker_command(config)
     assert result.returncode == 2
     assert "queue 'Orders': LockDuration PT1S is outside" in result.stderr
     assert result.stdout == ""  # never said Ready

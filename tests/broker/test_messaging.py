@@ -10,10 +10,11 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
-from tests.broker.support import PLAIN, receive_until
-from tests.servicebus_broker import BrokerFactory, BrokerProcess
+from tests.support.broker import BrokerFactory, BrokerProcess
+from tests.support.broker_clients import PLAIN, receive_until
 
 
+@pytest.mark.processes  # the servicebus_broker process
 def test_send_receive_complete(servicebus_broker: BrokerProcess) -> None:
     message_id = f"order-{uuid.uuid4()}"
     with ServiceBusClient.from_connection_string(servicebus_broker.connection_string) as client:
@@ -185,6 +186,7 @@ def test_competing_receivers_each_get_distinct_messages(servicebus_broker_with: 
     assert broker.queue_depth("q") == 0
 
 
+@pytest.mark.processes  # the servicebus_broker process
 def test_async_client_send_receive_complete(servicebus_broker: BrokerProcess) -> None:
     async def round_trip() -> tuple[str, int | None]:
         async with AsyncServiceBusClient.from_connection_string(
@@ -201,6 +203,7 @@ def test_async_client_send_receive_complete(servicebus_broker: BrokerProcess) ->
     assert asyncio.run(round_trip()) == ("aio", 0)
 
 
+@pytest.mark.processes  # the servicebus_broker process
 def test_unknown_queue_is_a_clear_error(servicebus_broker: BrokerProcess) -> None:
     with ServiceBusClient.from_connection_string(servicebus_broker.connection_string) as client:
         with (

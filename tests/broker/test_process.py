@@ -1,19 +1,23 @@
-"""``python -m testing.amqp_broker``: the command the fixtures and developers run."""
+"""``python -m standins.amqp_broker``: the command the fixtures and developers run."""
 
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from tests.broker.support import receive_until, start_broker
-from tests.servicebus_broker import CONFIG, ROOT
+from tests.support.broker import CONFIG, ROOT, run_broker_command
+from tests.support.broker_clients import receive_until
+
+# python -m standins.amqp_broker
+pytestmark = pytest.mark.processes
 
 
 def test_serves_until_sigterm_then_exits_cleanly() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "testing.amqp_broker", "--config", str(CONFIG), "--port", "0"],
+        [sys.executable, "-m", "standins.amqp_broker", "--config", str(CONFIG), "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -47,6 +51,6 @@ def test_a_bad_config_is_reported(tmp_path: Path) -> None:
         '{"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": '
         '{"RequiresSession": true}}]}]}}'
     )
-    result = start_broker(config, ROOT)
+    result = run_broker_command(config)
     assert result.returncode == 2
     assert "sessions" in result.stderr

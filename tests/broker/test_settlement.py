@@ -11,8 +11,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessageLockLostError
 
-from tests.broker.support import PLAIN, SHORT_LOCK, receive_until
-from tests.servicebus_broker import BrokerFactory
+from tests.support.broker import BrokerFactory
+from tests.support.broker_clients import PLAIN, SHORT_LOCK, receive_until
 
 PAST_THE_LOCK = 5.1  # seconds: just past SHORT_LOCK's lock duration
 

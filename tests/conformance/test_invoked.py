@@ -10,9 +10,12 @@ import pytest
 
 from devhost.worker_processes import WorkerProcesses
 from domain.states import ProcessState
-from domain.workflow import orchestrator_name
+from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
-from tests.app.conftest import App, order_body, start_app, submission
+from tests.support.app import App, order_body, start_app, submission
+
+# devhost start with the real Functions worker.
+pytestmark = pytest.mark.processes
 
 
 def test_every_function_runs_in_a_worker_process_and_one_order_goes_end_to_end(

@@ -20,6 +20,9 @@ from devhost.worker_processes import WorkerProcesses
 from orchestrators import first_engine
 from tools.deploy_package import build
 
+# A fresh venv from pip and the real Functions worker.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Every function: its trigger, and the trigger's settings as Azure's host reads them (queues and
@@ -95,12 +98,10 @@ def test_devhost_refuses_an_app_the_worker_refuses_naming_the_annotation(
 ) -> None:
     app = tmp_path / "app"
     shutil.copytree(package, app)
-    source = (app / "function_app.py").read_text()
-    refused = source.replace(
-        "def read_order(payload: contracts.JsonObject)", "def read_order(payload: dict[str, Any])"
-    )
+    source = (app / "first_engine_blueprint.py").read_text()
+    refused = source.replace("def read_order(payload: JsonObject)", "def read_order(payload: dict[str, Any])")
     assert refused != source
-    (app / "function_app.py").write_text("from typing import Any\n" + refused)
+    (app / "first_engine_blueprint.py").write_text("from typing import Any\n" + refused)
     shutil.copy2(ROOT / "local.settings.embedded.json", app / "local.settings.json")
     started = subprocess.run(
         [sys.executable, "-m", "devhost", "start", "--app-dir", str(app), "--port", "0"],

@@ -31,7 +31,8 @@ from adapters.sqlite.state_store import SqliteStateStore
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from domain.ports import CompensationLog, OrdersRepository, RecoveryIndex, StateStore
 from services.indexed_state_store import IndexedStateStore
-from tests.emulators import new_postgres_database
+from tests.support.emulators import new_postgres_database
+from tests.support.tiers import backend_params
 
 
 def _cosmos_store(client: CosmosClient) -> StateStore:
@@ -117,41 +118,46 @@ COMPENSATION_LOGS: dict[str, Callable[[Path, pytest.FixtureRequest], Compensatio
 }
 
 
+# The backends whose server or driver make emulators / make system-deps installs: the Cosmos DB
+# server, Azurite's Tables, PostgreSQL and the SQLite ODBC driver.
+EMULATED = {"cosmos", "cosmos+index", "tables", "pyodbc-sqlite", "pyodbc-postgresql"}
+
+
 def _close(adapter: object) -> None:
     close = getattr(adapter, "close", None)
     if close is not None:
         close()
 
 
-@pytest.fixture(params=sorted(STATE_STORES))
+@pytest.fixture(params=backend_params(STATE_STORES, emulated=EMULATED))
 def state_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
     store = STATE_STORES[request.param](tmp_path, request)
     yield store
     _close(store)
 
 
-@pytest.fixture(params=sorted(ORDERS_REPOSITORIES))
+@pytest.fixture(params=backend_params(ORDERS_REPOSITORIES, emulated=EMULATED))
 def orders_repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OrdersRepository]:
     repository = ORDERS_REPOSITORIES[request.param](tmp_path, request)
     yield repository
     _close(repository)
 
 
-@pytest.fixture(params=sorted(COMPENSATION_LOGS))
+@pytest.fixture(params=backend_params(COMPENSATION_LOGS, emulated=EMULATED))
 def compensation_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CompensationLog]:
     log = COMPENSATION_LOGS[request.param](tmp_path, request)
     yield log
     _close(log)
 
 
-@pytest.fixture(params=sorted(RECOVERY_INDEXES))
+@pytest.fixture(params=backend_params(RECOVERY_INDEXES, emulated=EMULATED))
 def recovery_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RecoveryIndex]:
     index = RECOVERY_INDEXES[request.param](tmp_path, request)
     yield index
     _close(index)
 
 
-@pytest.fixture(params=sorted(RECOVERY_INDEXES))
+@pytest.fixture(params=backend_params(RECOVERY_INDEXES, emulated=EMULATED))
 def indexed_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexedStateStore]:
     """A state store behind a recovery index, with both parts reachable for the index's own tests."""
     store = IndexedStateStore(

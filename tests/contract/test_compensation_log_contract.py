@@ -7,7 +7,7 @@ import pytest
 from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import IllegalTransition, RecordNotFound
 from domain.ports import CompensationLog
-from tests.conftest import T0
+from tests.support.clock import T0
 
 
 def entry(step: str, sequence: int, order_id: str = "o-1", **data: str) -> CompensationEntry:

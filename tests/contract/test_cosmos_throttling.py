@@ -15,9 +15,9 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from adapters import azure_profile
-from services.settings import Settings, SettingsError
-from tests.conftest import T0
+from settings import Settings, SettingsError
 from tests.contract.test_state_store_contract import pending
+from tests.support.clock import T0
 
 
 class ThrottlingTransport(RequestsTransport):
@@ -73,6 +73,7 @@ def settings(cosmos_client: CosmosClient, cosmos_connection: str) -> Settings:
     )
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_a_throttled_write_is_retried_after_the_servers_retry_after(settings: Settings) -> None:
     transport = ThrottlingTransport(throttle=2, retry_after_ms=200)
     store = azure_profile.cosmos_state_store(settings, transport=transport)
@@ -85,6 +86,7 @@ def test_a_throttled_write_is_retried_after_the_servers_retry_after(settings: Se
     assert stored is not None and stored.etag == created.stored.etag
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_throttling_beyond_the_retry_count_fails_the_call_and_writes_nothing(settings: Settings) -> None:
     transport = ThrottlingTransport(throttle=100, retry_after_ms=10)
     store = azure_profile.cosmos_state_store(settings, transport=transport)
@@ -95,6 +97,7 @@ def test_throttling_beyond_the_retry_count_fails_the_call_and_writes_nothing(set
     assert store.get("o-1") is None
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_throttling_stops_at_the_max_wait_well_inside_a_step(settings: Settings) -> None:
     """The server asks for 1.5 s each time. The SDK starts no new wait once the total reaches the
     maximum (2 s): it waits 1.5 s, then 1.5 s more, then gives up — before its retry count (3)."""

@@ -19,8 +19,8 @@ from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 from domain.recovery_index import BucketSizeMismatch, IndexEntry, recovery_bucket
 from services.indexed_state_store import IndexedStateStore
 from services.supervise import supervise
-from tests.conftest import T0
-from tests.records import expired, pending, processing
+from tests.support.clock import T0
+from tests.support.records import expired, pending, processing
 
 NOW = T0 + timedelta(days=1)
 HOUR = timedelta(hours=1)

@@ -12,8 +12,9 @@ from adapters.clock import ManualClock
 from adapters.sqlite.lease import SqliteLeaderLease
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import LeaderLease
-from tests.conftest import T0
-from tests.emulators import AZURITE_KEY
+from tests.support.clock import T0
+from tests.support.emulators import AZURITE_KEY
+from tests.support.tiers import backend_params
 
 
 def _blob_lease(request: pytest.FixtureRequest) -> LeaderLease:
@@ -33,7 +34,7 @@ LEASES: dict[str, Callable[[Path, pytest.FixtureRequest], LeaderLease]] = {
 }
 
 
-@pytest.fixture(params=sorted(LEASES))
+@pytest.fixture(params=backend_params(LEASES, emulated={"blob"}))  # Azurite
 def lease(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LeaderLease]:
     yield LEASES[request.param](tmp_path, request)
 

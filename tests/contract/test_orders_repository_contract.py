@@ -11,7 +11,7 @@ import pytest
 from domain.errors import RecordNotFound
 from domain.order_status import status_version
 from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository
-from tests.conftest import T0
+from tests.support.clock import T0
 
 
 def order(order_id: str = "o-1", *, order_hash: str = "a" * 64) -> OrderRow:

@@ -1,8 +1,8 @@
 """What differs between SQL engines under the one orders repository: how each reports a duplicate
 key, and how Azure SQL is reached.
 
-SQLite (sqlite3 and ODBC) and PostgreSQL (psqlODBC) are real engines here. **There is no SQL
-Server engine on this machine** (none runs without Docker), so the sqlserver dialect is checked
+SQLite (sqlite3 and ODBC) and PostgreSQL (psqlODBC) are real engines in these tests. **There is
+no SQL Server engine in CI** (none runs without Docker), so the sqlserver dialect is checked
 with small fakes: errors shaped exactly as pyodbc formats ODBC Driver 18's messages ("[SQLSTATE]
 message (native error) (function)"), and a stand-in for ``pyodbc.connect`` that records the
 connection string. They prove the mapping and the settings path, not the driver or the server.
@@ -33,9 +33,10 @@ from adapters.sql.orders import (
     sqlite_orders_repository,
 )
 from domain.ports import InsertOutcome
-from services.settings import Settings
+from settings import Settings
 from tests.contract.test_orders_repository_contract import order
-from tests.emulators import new_postgres_database
+from tests.support.emulators import new_postgres_database
+from tests.support.tiers import backend_params
 
 # --- the real engines: each one's duplicate-key error is recognised, and only that error ---
 
@@ -82,7 +83,8 @@ def _error_of(connect: Callable[[], Connection], params: tuple[Any, ...]) -> Exc
         conn.close()
 
 
-@pytest.mark.parametrize("engine", sorted(ENGINES))
+# The SQLite ODBC driver and PostgreSQL come from make system-deps.
+@pytest.mark.parametrize("engine", backend_params(ENGINES, emulated={"pyodbc-sqlite", "pyodbc-postgresql"}))
 def test_each_engines_duplicate_key_error_is_recognised_and_no_other(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -115,6 +117,7 @@ def _wait_for_a_lock_wait(database: str) -> None:
         watcher.close()
 
 
+@pytest.mark.emulators  # PostgreSQL
 @pytest.mark.parametrize(
     ("order_hash", "expected"),
     [("a" * 64, InsertOutcome.EXISTS_MATCHING), ("b" * 64, InsertOutcome.CONFLICT)],
@@ -152,7 +155,7 @@ def test_on_postgresql_an_insert_that_loses_on_the_primary_key_reads_the_winner(
     assert repository.get("o-1") == order()
 
 
-# --- SQL Server: fakes only (no engine here) ---
+# --- SQL Server: fakes only (no engine without Docker, none in CI) ---
 
 
 class Error(Exception):

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from domain.ports import RecoveryIndex
 from domain.recovery_index import IndexEntry, recovery_bucket
-from tests.conftest import T0
+from tests.support.clock import T0
 
 BUCKET = timedelta(minutes=5)
 

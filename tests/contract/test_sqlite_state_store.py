@@ -5,12 +5,14 @@ import multiprocessing
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
 from domain.errors import PreconditionFailed
 from domain.policy import SchedulerPolicy
-from tests.conftest import T0
-from tests.records import expired, pending, processing
+from tests.support.clock import T0
+from tests.support.records import expired, pending, processing
 
 
 def _race(
@@ -31,6 +33,7 @@ def _race(
         results.put("lost")
 
 
+@pytest.mark.processes  # multiprocessing
 def test_processes_racing_a_replace_on_one_etag_have_exactly_one_winner(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     workers = 6

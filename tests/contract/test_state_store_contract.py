@@ -14,8 +14,8 @@ from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 from domain.ports import StateStore
 from domain.states import LOCKED_STATES, ProcessState
 from services.supervise import supervise
-from tests.conftest import T0
-from tests.records import expired, pending, processing
+from tests.support.clock import T0
+from tests.support.records import expired, pending, processing
 
 
 def test_create_if_absent_creates_once_and_returns_the_existing_record(state_store: StateStore) -> None:

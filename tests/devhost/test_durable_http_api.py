@@ -17,7 +17,7 @@ import aiohttp
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
 from devhost.durable_api import BASE
-from tests.devhost.conftest import Sample
+from tests.support.devhost_sample import Sample
 
 HTTP_API = "https://learn.microsoft.com/azure/azure-functions/durable/durable-functions-http-api"
 
@@ -267,11 +267,11 @@ def test_list_pages_with_top_and_continuation_tokens(sample: Sample) -> None:
     pages = 0
     while True:
         headers = {"x-ms-continuation-token": token} if token else {}
-        status, body, answer = call(sample, "GET", "/instances/?top=2", headers=headers)
+        status, body, returned = call(sample, "GET", "/instances/?top=2", headers=headers)
         assert status == 200 and len(body) <= 2
         seen += [s["instanceId"] for s in body]
         pages += 1
-        token = answer["x-ms-continuation-token"]
+        token = returned["x-ms-continuation-token"]
         if not token:
             break
     assert pages == 3

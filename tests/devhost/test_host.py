@@ -17,7 +17,7 @@ from devhost.durable_wire import EventType, context_fields, orchestration_contex
 from devhost.host import Host
 from devhost.indexing import IndexingError
 from devhost.settings import SettingsError
-from tests.devhost.conftest import SAMPLE_APP, Sample, make_sample
+from tests.support.devhost_sample import SAMPLE_APP, Sample, make_sample
 
 
 def test_indexing_reads_every_function_with_its_trigger(sample: Sample) -> None:
@@ -122,7 +122,7 @@ def test_a_message_that_always_fails_is_dead_lettered_after_max_delivery_count(s
     [dead] = sample.host.servicebus.peek("work/$deadletterqueue")
     assert dead.message_id == "poison"
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
-    assert dead.delivery_count == 3  # the queue's MaxDeliveryCount in servicebus/Config.json
+    assert dead.delivery_count == 3  # the queue's MaxDeliveryCount in emulators/servicebus-config/Config.json
 
 
 def test_a_body_that_is_not_text_fails_each_delivery_and_is_dead_lettered(sample: Sample) -> None:
@@ -162,7 +162,9 @@ def settling_host(
 ) -> Iterator[Host]:
     app_dir = _write_app(tmp_path / "settling_app", SETTLING_APP)
     monkeypatch.setenv("ServiceBusConnection", "local")
-    monkeypatch.setenv("DEVHOST_SERVICEBUS_CONFIG", str(SAMPLE_APP / "servicebus" / "Config.json"))
+    monkeypatch.setenv(
+        "DEVHOST_SERVICEBUS_CONFIG", str(SAMPLE_APP / "emulators" / "servicebus-config" / "Config.json")
+    )
     # The host exports it to the process environment, where the function reads it.
     monkeypatch.setenv("LOCAL_SERVICEBUS_PATH", str(tmp_path / "data" / "servicebus.db"))
     # In process: the function reaches the host's own clock and bus module, which a worker

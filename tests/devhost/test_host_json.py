@@ -8,31 +8,18 @@ the same and exits 2, its code for every start-up error (devhost/README.md).
 """
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from devhost.config import load_host_json, route_prefix
+from tests.devhost.cli import devhost_start
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 
 # Microsoft's samples-v2/function_chaining/host.json (azure-functions-durable-python) ships two
 # objects back to back; the host refuses it.
 TWO_OBJECTS = '{\n  "version": "2.0"\n}{\n  "version": "2.0"\n}\n'
-
-
-def _start(app_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "devhost", "start", "--app-dir", str(app_dir), "--port", "0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
@@ -45,11 +32,12 @@ def _start(app_dir: Path) -> subprocess.CompletedProcess[str]:
     ],
     ids=["two-objects", "truncated", "not-an-object", "no-version"],
 )
+@pytest.mark.processes  # python -m devhost start
 def test_a_host_json_the_host_refuses_is_a_start_up_error(tmp_path: Path, host_json: str, error: str) -> None:
     app_dir = tmp_path / "app"
     shutil.copytree(SAMPLE_APP, app_dir)
     (app_dir / "host.json").write_text(host_json)
-    result = _start(app_dir)
+    result = devhost_start(app_dir, "--port", "0")
     assert result.returncode == 2, result.stderr
     assert f"devhost: {error.format(path=app_dir / 'host.json')}" in result.stderr
     assert "Traceback" not in result.stderr

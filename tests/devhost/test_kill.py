@@ -13,7 +13,10 @@ import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from demo.stack import free_port, wait_for
-from tests.devhost.conftest import SAMPLE_APP
+from tests.support.devhost_sample import SAMPLE_APP
+
+# devhost start, killed and restarted.
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCES = 6

@@ -16,7 +16,7 @@ import pytest
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
 from devhost.clock import SystemClock
-from tests.devhost.conftest import Sample, make_sample
+from tests.support.devhost_sample import Sample, make_sample
 
 AN_HOUR = 3600.0
 # Far below AN_HOUR: what passes within it was not left to the fallback wait.

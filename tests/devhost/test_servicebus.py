@@ -415,6 +415,7 @@ def _drain(
     results.put(received)
 
 
+@pytest.mark.processes  # multiprocessing
 @pytest.mark.slow
 def test_processes_draining_one_queue_receive_every_message_exactly_once(tmp_path: Path) -> None:
     path = tmp_path / "bus.db"

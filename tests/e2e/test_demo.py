@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# The demo: devhost, agents and the simulator as child processes.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -18,17 +18,16 @@ from azure.data.tables import TableServiceClient
 from adapters.servicebus.azure import ServiceBusMessaging
 from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
 from adapters.storage.compensation_log import TABLE
+from demo.judge import EXPECTED_STATUS
 from demo.stack import Stack, wait_for
 from domain.states import ProcessState
-from tests.app.conftest import submission
-from tests.emulators import AZURITE_KEY, new_postgres_database
+from tests.support.app import submission
+from tests.support.emulators import AZURITE_KEY, new_postgres_database
+
+# devhost start, agents and the simulator as child processes, on the emulators.
+pytestmark = [pytest.mark.processes, pytest.mark.emulators]
 
 APPS = ("app-a", "app-b")
-FINAL_STATUS = {
-    ProcessState.PROCESSED: "completed",
-    ProcessState.COMPENSATED: "compensated",
-    ProcessState.ERROR: "failed",
-}
 SKUS = {3: "BACKORDER-9", 7: "BLOCKED-9"}
 EXPECTED = {3: ProcessState.COMPENSATED, 7: ProcessState.ERROR}
 
@@ -118,6 +117,6 @@ def test_100_orders_from_two_apps_on_the_emulators_profile(
     for order_id, app in app_of.items():
         other = APPS[1 - APPS.index(app)]
         mine = [s["Status"] for s in statuses[app] if s["OrderID"] == order_id]
-        assert mine and mine[-1] == FINAL_STATUS[records[order_id].ProcessState], (order_id, mine)
+        assert mine and mine[-1] == EXPECTED_STATUS[records[order_id].ProcessState], (order_id, mine)
         assert not [s for s in statuses[other] if s["OrderID"] == order_id], order_id
     assert codes == {"simulator": 0, "devhost": 0, "agent-0": 0, "agent-1": 0}

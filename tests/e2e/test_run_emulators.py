@@ -12,8 +12,13 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from demo.stack import wait_for
+
+# python -m demo.emulators starts the Cosmos DB server and Azurite (make emulators).
+pytestmark = [pytest.mark.processes, pytest.mark.emulators]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
-"""The fault-injecting proxy (testing/fault_proxy.py): each mode against a small echo server, then
+"""The fault-injecting proxy (standins/fault_proxy.py): each mode against a small echo server, then
 what the real clients raise through it, PostgreSQL over psqlODBC and the Cosmos SDK, as
-testing/FAULTS.md records. Every wait is on the proxy's counts, on an event, on a future or on a
+standins/FAULTS.md records. Every wait is on the proxy's counts, on an event, on a future or on a
 socket's timeout."""
 
 import re
@@ -28,11 +28,11 @@ from urllib3.exceptions import NewConnectionError
 
 from adapters.azure_profile import cosmos_container, pooled_transport
 from adapters.clock import ManualClock
-from services.settings import Settings
-from testing.fault_proxy import FaultProxy, Mode
-from testing.ports import free_port
-from tests.conftest import T0
-from tests.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+from settings import Settings
+from standins.fault_proxy import FaultProxy, Mode
+from standins.ports import free_port
+from tests.support.clock import T0
+from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
 # --- the proxy itself, against an echo server ---
 
@@ -248,6 +248,7 @@ def _odbc_error(call: Callable[[], Any]) -> tuple[pyodbc.Error, float]:
     return raised.value, time.monotonic() - started
 
 
+@pytest.mark.emulators  # PostgreSQL
 def test_postgres_refused_at_connect(postgres: tuple[FaultProxy, str]) -> None:
     proxy, connection_string = postgres
     proxy.set_mode("refuse")
@@ -256,6 +257,7 @@ def test_postgres_refused_at_connect(postgres: tuple[FaultProxy, str]) -> None:
     assert "failed: Connection refused" in error.args[1]
 
 
+@pytest.mark.emulators  # PostgreSQL
 def test_postgres_reset_at_connect(postgres: tuple[FaultProxy, str]) -> None:
     proxy, connection_string = postgres
     proxy.set_mode("reset")
@@ -268,6 +270,7 @@ def test_postgres_reset_at_connect(postgres: tuple[FaultProxy, str]) -> None:
     )
 
 
+@pytest.mark.emulators  # PostgreSQL
 @pytest.mark.parametrize("mode", ["reset", "refuse"])
 def test_postgres_open_connection_reset(postgres: tuple[FaultProxy, str], mode: Mode) -> None:
     proxy, connection_string = postgres
@@ -285,6 +288,7 @@ def test_postgres_open_connection_reset(postgres: tuple[FaultProxy, str], mode: 
     assert pyodbc.connect(connection_string).execute("SELECT 1").fetchone()[0] == 1
 
 
+@pytest.mark.emulators  # PostgreSQL
 def test_postgres_reset_before_commit(postgres: tuple[FaultProxy, str]) -> None:
     proxy, connection_string = postgres
     connection = pyodbc.connect(connection_string)
@@ -297,6 +301,7 @@ def test_postgres_reset_before_commit(postgres: tuple[FaultProxy, str]) -> None:
     assert "server closed the connection unexpectedly" in error.args[1] and "(SQLEndTran)" in error.args[1]
 
 
+@pytest.mark.emulators  # PostgreSQL
 def test_postgres_stall_at_connect_is_bounded_by_the_login_timeout(postgres: tuple[FaultProxy, str]) -> None:
     proxy, connection_string = postgres
     proxy.set_mode("stall")
@@ -316,6 +321,7 @@ def test_postgres_stall_at_connect_is_bounded_by_the_login_timeout(postgres: tup
             assert 2 <= elapsed < 8, name  # bounded by the login timeout, loosely for a loaded machine
 
 
+@pytest.mark.emulators  # PostgreSQL
 def test_postgres_stall_mid_query_is_not_bounded_by_the_driver(postgres: tuple[FaultProxy, str]) -> None:
     proxy, connection_string = postgres
     connection = pyodbc.connect(connection_string)
@@ -419,6 +425,7 @@ def _raises[E: BaseException](
     return raised.value, time.monotonic() - started
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_sdk_bypasses_a_proxy_its_account_does_not_advertise(cosmos: tuple[FaultProxy, str]) -> None:
     advertised, _ = cosmos
     with FaultProxy(advertised.target) as other:  # a second way in, which the account does not name
@@ -430,6 +437,7 @@ def test_cosmos_sdk_bypasses_a_proxy_its_account_does_not_advertise(cosmos: tupl
         assert other.stats().accepted >= 1 and advertised.stats().forwarded >= 1
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_refused_is_retried_by_the_sdk_then_raised(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     app = _operations(_container(connection))  # the app's options: one connect retry
@@ -449,6 +457,7 @@ def test_cosmos_refused_is_retried_by_the_sdk_then_raised(cosmos: tuple[FaultPro
         assert elapsed < 1.5, name
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_reset_once_is_transparent(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     for operation in _operations(_container(connection)).values():
@@ -457,6 +466,7 @@ def test_cosmos_reset_once_is_transparent(cosmos: tuple[FaultProxy, str]) -> Non
         operation()  # the pooled connection is seen dropped and replaced
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_connections_reset(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     operations = _operations(_container(connection, retry_total=0))
@@ -469,6 +479,7 @@ def test_cosmos_connections_reset(cosmos: tuple[FaultProxy, str]) -> None:
         assert "Connection reset by peer" in str(error), name
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_reset_mid_request_fails_a_write_but_not_a_read(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     # The SDK's default read retries: its first retry may still meet the reset (it does not wait).
@@ -493,10 +504,11 @@ def test_cosmos_reset_mid_request_fails_a_write_but_not_a_read(cosmos: tuple[Fau
     assert container.read_item(item["id"], "p")["n"] == 0  # the replace never reached the server
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_stall_at_connect(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     operations = _operations(_container(connection, **BOUNDED))
-    # replace_item (if not modified) fails as create_item does (testing/FAULTS.md).
+    # replace_item (if not modified) fails as create_item does (standins/FAULTS.md).
     for name, attempts in (("read_item", 2), ("create_item", 1)):
         proxy.set_mode("reset")  # no pooled connection: the next request dials a new one
         proxy.set_mode("stall")
@@ -507,10 +519,11 @@ def test_cosmos_stall_at_connect(cosmos: tuple[FaultProxy, str]) -> None:
         assert attempts * 0.5 <= elapsed < attempts * 0.5 + 5, name
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_stall_mid_request(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     operations = _operations(_container(connection, **BOUNDED))
-    # replace_item (if not modified) fails as create_item does (testing/FAULTS.md).
+    # replace_item (if not modified) fails as create_item does (standins/FAULTS.md).
     for name, attempts in (("read_item", 2), ("create_item", 1)):
         proxy.set_mode("pass")
         operations["read_item"]()  # a live pooled connection
@@ -520,6 +533,7 @@ def test_cosmos_stall_mid_request(cosmos: tuple[FaultProxy, str]) -> None:
         assert attempts * 0.5 <= elapsed < attempts * 0.5 + 5, name
 
 
+@pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_per_call_timeout_does_not_bound_a_stalled_response(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     container = _container(connection, read_timeout=1)

@@ -12,7 +12,7 @@ import pytest
 from tools.iac import emulator
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "servicebus" / "Config.json"
+CONFIG = REPO / "emulators" / "servicebus-config" / "Config.json"
 
 
 def shipped() -> dict[str, Any]:

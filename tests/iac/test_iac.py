@@ -15,26 +15,31 @@ from pathlib import Path
 
 import pytest
 
+# Runs the checkers in .venv-bicep and .venv-checkov (make iac-venvs).
+pytestmark = pytest.mark.iac
+
 REPO = Path(__file__).resolve().parents[2]
 BICEP_PYTHON = REPO / ".venv-bicep" / "bin" / "python"
 CHECKOV_PYTHON = REPO / ".venv-checkov" / "bin" / "python"
 
 NO_BICEP = ".venv-bicep/bin/python is missing: run `make iac-venvs` (`make test` always creates it)"
 NO_CHECKOV = ".venv-checkov/bin/python is missing: run `make iac-venvs` (`make test` always creates it)"
-needs_bicep = pytest.mark.skipif(not BICEP_PYTHON.exists(), reason=NO_BICEP)
-needs_checkov = pytest.mark.skipif(not CHECKOV_PYTHON.exists(), reason=NO_CHECKOV)
+# Not skips: `make test` always builds both venvs, so a missing one is a broken set-up, and the
+# `iac` marker keeps these tests out of `make check` (tests/iac/conftest.py fails them clearly).
+needs_bicep = pytest.mark.iac
+needs_checkov = pytest.mark.iac
 
 # What the checkers read: infra/ and the code and config files they cross-check.
 CHECKED = [
     "infra",
     "function_app.py",
-    "services/settings.py",
+    "settings.py",
     "domain/apps.py",
     "agent_worker/settings.py",
     "adapters/cosmos/state_store.py",
     "adapters/storage/compensation_log.py",
     "host.json",
-    "servicebus/Config.json",
+    "emulators/servicebus-config/Config.json",
     "local.settings.sample.json",
     "pyproject.toml",
     "agent_worker/Dockerfile",
@@ -452,10 +457,12 @@ def test_queue_properties_in_the_bicep(root: Path, clean: Path, old: str, new: s
 
 @needs_bicep
 def test_a_queue_missing_from_the_emulator_config_fails(root: Path, clean: Path) -> None:
-    config = root / "servicebus" / "Config.json"
+    config = root / "emulators" / "servicebus-config" / "Config.json"
     delete_line(config, r'"Name": "agent-replies"')
-    assert_fails(root, "queue 'agent-replies'", "not declared in servicebus/Config.json", clean=clean)
-    assert_fails(root, "queue 'agent-replies' is not in servicebus/Config.json", clean=clean)
+    assert_fails(
+        root, "queue 'agent-replies'", "not declared in emulators/servicebus-config/Config.json", clean=clean
+    )
+    assert_fails(root, "queue 'agent-replies' is not in emulators/servicebus-config/Config.json", clean=clean)
 
 
 @needs_bicep
@@ -479,13 +486,13 @@ def test_emulator_and_bicep_queue_properties_must_agree(
 ) -> None:
     """A property outside tools/iac/emulator.py EMULATOR_CLAMPED that differs fails, though the
     emulator accepts the value."""
-    edit(root / "servicebus" / "Config.json", old, new)
-    assert_fails(root, "servicebus/Config.json", *needles, "only those in", clean=clean)
+    edit(root / "emulators" / "servicebus-config" / "Config.json", old, new)
+    assert_fails(root, "emulators/servicebus-config/Config.json", *needles, "only those in", clean=clean)
 
 
 def emulator_queue(root: Path, name: str) -> tuple[Path, str]:
     """Config.json and the line that declares this queue."""
-    config = root / "servicebus" / "Config.json"
+    config = root / "emulators" / "servicebus-config" / "Config.json"
     line = next((row for row in config.read_text().splitlines() if f'"Name": "{name}"' in row), None)
     if line is None:
         pytest.fail(f"Config.json declares no queue {name!r}: update this test")
@@ -552,16 +559,21 @@ def test_a_property_the_bicep_states_must_be_in_the_emulator_config(root: Path, 
 
 @needs_bicep
 def test_an_emulator_config_outside_the_schema_fails(root: Path, clean: Path) -> None:
-    config = root / "servicebus" / "Config.json"
+    config = root / "emulators" / "servicebus-config" / "Config.json"
     edit(config, '"Name": "sbemulatorns"', '"Name": "orders-ns"')
     edit(config, '"Type": "File"', '"Type": "Syslog"')
-    assert_fails(root, "servicebus/Config.json", "'sbemulatorns', which cannot be renamed", clean=clean)
-    assert_fails(root, "servicebus/Config.json", 'Logging.Type is "Syslog"', clean=clean)
+    assert_fails(
+        root,
+        "emulators/servicebus-config/Config.json",
+        "'sbemulatorns', which cannot be renamed",
+        clean=clean,
+    )
+    assert_fails(root, "emulators/servicebus-config/Config.json", 'Logging.Type is "Syslog"', clean=clean)
 
 
 @needs_bicep
 def test_max_deliveries_setting_must_match_the_queue(root: Path, clean: Path) -> None:
-    config = root / "servicebus" / "Config.json"
+    config = root / "emulators" / "servicebus-config" / "Config.json"
     edit(
         config,
         '"Name": "orders", "Properties": { "MaxDeliveryCount": 5',
@@ -580,7 +592,9 @@ def test_a_queue_the_code_names_must_exist(root: Path, clean: Path) -> None:
         '    audit_queue: str = Field("agent-audit", alias="SAS_AGENT_AUDIT_QUEUE")\n    concurrency: int',
     )
     assert_fails(root, "queue 'agent-audit'", "not declared in the Bicep", clean=clean)
-    assert_fails(root, "queue 'agent-audit'", "not declared in servicebus/Config.json", clean=clean)
+    assert_fails(
+        root, "queue 'agent-audit'", "not declared in emulators/servicebus-config/Config.json", clean=clean
+    )
 
 
 # --- settings: derived from function_app.py, Settings and AgentSettings ----------------------
@@ -610,7 +624,7 @@ def test_a_binding_setting_missing_from_the_sample_fails(root: Path, clean: Path
 
 @needs_bicep
 def test_a_new_setting_in_the_code_is_required_everywhere(root: Path, clean: Path) -> None:
-    settings = root / "services" / "settings.py"
+    settings = root / "settings.py"
     edit(
         settings,
         "    max_in_flight: int",
@@ -761,9 +775,11 @@ def test_every_submitting_app_needs_its_status_queue(root: Path, clean: Path) ->
 
 @needs_bicep
 def test_a_submitting_app_needs_its_status_queue_in_the_emulator(root: Path, clean: Path) -> None:
-    delete_line(root / "servicebus" / "Config.json", r'"Name": "status-app-a"')
+    delete_line(root / "emulators" / "servicebus-config" / "Config.json", r'"Name": "status-app-a"')
     assert_fails(
-        root, "submitting app 'app-a' has no queue 'status-app-a' in servicebus/Config.json", clean=clean
+        root,
+        "submitting app 'app-a' has no queue 'status-app-a' in emulators/servicebus-config/Config.json",
+        clean=clean,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from activities import contracts, functions
 from activities.contracts import ActivityContract
 from domain.messages import AgentReply
-from domain.workflow import Activity
+from orchestrators.names import Activity
 
 ORDER = (
     '{"OrderID": "o-1", "Customer": "Contoso", "Total": "20.00", '
@@ -113,7 +113,7 @@ def test_an_input_is_written_back_as_it_was_read(case: tuple[ActivityContract[An
 @pytest.mark.parametrize("case", RESULTS, ids=_id)
 def test_a_result_is_written_back_as_it_was_read(case: tuple[ActivityContract[Any, Any], str]) -> None:
     activity, wire = case
-    result = activity.answer(json.loads(wire))
+    result = activity.read_result(json.loads(wire))
     assert json.dumps(result if isinstance(result, str) else result.wire()) == wire
 
 
@@ -128,7 +128,7 @@ def test_the_wire_form_is_a_plain_json_object_never_a_model() -> None:
 
 def test_a_result_that_is_neither_a_wait_nor_an_ending_is_refused() -> None:
     with pytest.raises(ValueError, match="exactly one of Wait and Ending"):
-        contracts.ADVANCE.answer({})
+        contracts.ADVANCE.read_result({})
 
 
 def test_every_activity_has_one_contract_and_one_function() -> None:

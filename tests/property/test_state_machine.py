@@ -15,7 +15,7 @@ from domain.errors import DomainError
 from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.record import StateRecord, from_document, to_document
 from domain.states import LOCKED_STATES, TERMINAL_STATES
-from tests.conftest import T0
+from tests.support.clock import T0
 
 STEPS = st.sampled_from(["Validate", "Reserve", "Charge"])
 POLICY = SchedulerPolicy(max_calls_per_step=6)

@@ -1,17 +1,11 @@
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from adapters.sql.orders import SqlOrdersRepository, sqlite_orders_repository
+from adapters.sql.orders import sqlite_orders_repository
 from adapters.sqlite.state_store import SqliteStateStore
-
-
-@dataclass
-class Stores:
-    states: SqliteStateStore
-    orders: SqlOrdersRepository
+from tests.support.stores import Stores
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from domain import transitions
 from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.states import ProcessState
 from services.claim_pending import claim_next, claim_one, claim_pending
-from tests.records import pending, processing
-from tests.services.conftest import Stores
+from tests.support.records import pending, processing
+from tests.support.stores import Stores
 
 POLICY = SchedulerPolicy()
 

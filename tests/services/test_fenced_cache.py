@@ -10,8 +10,8 @@ from domain.ports import Stored
 from domain.record import StateRecord
 from services.fenced import fenced_update
 from services.record_cache import RecordCache
-from tests.records import processing
-from tests.services.conftest import Stores
+from tests.support.records import processing
+from tests.support.stores import Stores
 
 T0 = datetime.fromisoformat("2026-03-01T09:00:00+00:00")
 POLICY = SchedulerPolicy()

@@ -10,8 +10,8 @@ from domain.states import ProcessState
 from services.claim_pending import claim_pending
 from services.fenced import fenced_update
 from services.supervise import supervise
-from tests.records import expired, pending
-from tests.services.conftest import Stores
+from tests.support.records import expired, pending
+from tests.support.stores import Stores
 
 POLICY = SchedulerPolicy()
 RECOVERY = RecoveryPolicy()  # 2 quick + 2 extended retries: a 5th counted expiry is Error

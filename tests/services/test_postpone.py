@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import ManualClock
-from adapters.factory import build_ports
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.local_messaging import LocalMessaging
 from adapters.servicebus.messages import QueueConfig, ReceivedMessage
+from bootstrap import build_ports
 from domain.errors import DependencyUnavailable
 from services.context import Ports
-from services.intake import FIRST_MESSAGE_ID, POSTPONED, Delivery, postpone
-from services.settings import Settings
-from tests.conftest import T0, make_submission
+from services.intake import FIRST_MESSAGE_ID, POSTPONED, HeldMessage, postpone
+from settings import Settings
+from tests.support.clock import T0
+from tests.support.orders import make_submission
 
 OUTAGE = DependencyUnavailable("orders database", "OperationalError: could not connect to server")
 
@@ -49,13 +50,13 @@ def ports_for(tmp_path: Path, clock: ManualClock, **settings: str) -> Ports:
     return dataclasses.replace(built, sender=messaging, settlement=messaging)
 
 
-def deliver(bus: LocalServiceBus) -> Delivery:
+def deliver(bus: LocalServiceBus) -> HeldMessage:
     [message] = bus.receive("orders")
-    return as_delivery(message)
+    return held_message(message)
 
 
-def as_delivery(message: ReceivedMessage) -> Delivery:
-    return Delivery(
+def held_message(message: ReceivedMessage) -> HeldMessage:
+    return HeldMessage(
         queue="orders",
         message_id=message.message_id,
         lock_token=message.lock_token,

@@ -12,8 +12,8 @@ from domain.ports import Created, StateStore
 from domain.record import StateRecord
 from domain.states import ProcessState
 from services.submit_order import SubmitOutcome, submit_order
-from tests.conftest import make_submission
-from tests.services.conftest import Stores
+from tests.support.orders import make_submission
+from tests.support.stores import Stores
 
 REGISTRY = Registry.parse(
     "app-a=11111111-1111-1111-1111-111111111111,app-b=22222222-2222-2222-2222-222222222222"

@@ -11,8 +11,8 @@ from domain.ports import Page
 from domain.states import ProcessState
 from services.claim_pending import claim_pending
 from services.supervise import supervise
-from tests.records import expired, processing
-from tests.services.conftest import Stores
+from tests.support.records import expired, processing
+from tests.support.stores import Stores
 
 
 def test_only_expired_records_inside_the_window_are_recovered(stores: Stores, clock: ManualClock) -> None:

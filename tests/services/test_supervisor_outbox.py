@@ -11,17 +11,18 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import ManualClock
-from adapters.factory import build_ports
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig
+from bootstrap import build_ports
 from domain import transitions
 from domain.ports import MessageSender
 from domain.states import ProcessState
 from services.context import Ports
 from services.scheduling import supervise_and_notify
-from services.settings import Settings
 from services.submit_order import submit_order
-from tests.conftest import T0, make_submission
+from settings import Settings
+from tests.support.clock import T0
+from tests.support.orders import make_submission
 
 QUEUES = ("status-app-a", "operator-alerts")
 

@@ -24,7 +24,7 @@ from simulator.__main__ import main
 from simulator.app import SIMULATOR, create_app
 from simulator.ledger import Ledger
 from simulator.profile import FaultProfile, load_profile
-from testing.ports import free_port
+from standins.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -429,6 +429,7 @@ def _request(url: str, *, body: object = None, headers: dict[str, str] | None = 
         return json.loads(response.read())
 
 
+@pytest.mark.processes  # python -m simulator
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"

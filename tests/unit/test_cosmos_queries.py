@@ -2,8 +2,8 @@
 emulator (docker-compose.yml's ``cosmosdb`` service) is documented to support.
 
 The tests run on ``@vercel/cosmosdb-server``; the emulators profile under Core Tools runs on the
-vNext emulator, which implements a published subset of Cosmos DB. Nothing here runs the vNext
-emulator (no Docker on these machines): this file holds its published feature table, reads the
+vNext emulator, which implements a published subset of Cosmos DB. No test runs the vNext
+emulator (no Docker in CI): this file holds its published feature table, reads the
 adapters' code (``ast``) and query texts (a small lexer) to find what they use, and requires each
 feature used to be classified:
 

@@ -3,22 +3,18 @@
 reason, genuine ones accepted, the keys endpoint's outages and rotations handled. The same cases
 run through the whole app on devhost in tests/app/test_tokens.py."""
 
-import base64
-import hashlib
-import hmac
-import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 from adapters.clock import ManualClock
 from adapters.entra_tokens import MAX_TOKEN_CHARS, UNKNOWN_KID_REFRESH, EntraTokens
 from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, Registry, authorised_app
 from domain.errors import DependencyUnavailable
-from testing.local_issuer import LocalIssuer, new_key
+from standins.local_issuer import LocalIssuer, new_key
+from tests.support.tokens import hs256_with_public_key, tampered, unsigned
 
 TENANT = "00000000-0000-4000-8000-00000000001a"
 AUDIENCE = "00000000-0000-4000-8000-0000000000fe"
@@ -43,37 +39,13 @@ def tokens(issuer: LocalIssuer, clock: ManualClock) -> EntraTokens:
     return EntraTokens(issuer.authority, TENANT, AUDIENCE, clock, timeout=5)
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def unsigned(issuer: LocalIssuer, header: dict[str, str]) -> str:
-    return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(issuer.claims(APP_A)).encode())}"
-
-
-def hs256_with_public_key(issuer: LocalIssuer) -> str:
-    """The classic key-confusion forgery: HMAC keyed with the published RSA public key."""
-    public = issuer.key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    signing_input = unsigned(issuer, {"alg": "HS256", "typ": "JWT", "kid": issuer.kid})
-    signature = hmac.new(public, signing_input.encode(), hashlib.sha256).digest()
-    return f"{signing_input}.{_b64(signature)}"
-
-
-def tampered(token: str) -> str:
-    head, payload, signature = token.split(".")
-    flipped = "A" if signature[10] != "A" else "B"
-    return f"{head}.{payload}.{signature[:10]}{flipped}{signature[11:]}"
-
-
 Forge = Callable[[LocalIssuer], str]
 REFUSED_AS_INVALID: dict[str, tuple[Forge, str]] = {
     "malformed": (lambda i: "not-a-jwt", "not a JWT"),
     "bad signature": (lambda i: tampered(i.mint(APP_A)), "signature"),
     "signed by another key with a known kid": (lambda i: i.mint(APP_A, key=new_key()), "signature"),
-    "alg none": (lambda i: unsigned(i, {"alg": "none", "typ": "JWT", "kid": i.kid}) + ".", "RS256"),
-    "HS256 signed with the public key": (hs256_with_public_key, "RS256"),
+    "alg none": (lambda i: unsigned(i, {"alg": "none", "typ": "JWT", "kid": i.kid}, APP_A) + ".", "RS256"),
+    "HS256 signed with the public key": (lambda i: hs256_with_public_key(i, APP_A), "RS256"),
     "expired": (lambda i: i.mint(APP_A, now=i.now() - timedelta(hours=2)), "expired"),
     "not yet valid": (lambda i: i.mint(APP_A, now=i.now() + timedelta(minutes=10)), "not valid yet"),
     "wrong issuer": (

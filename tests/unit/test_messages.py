@@ -21,7 +21,8 @@ from domain.messages import (
     QueuedOrder,
     parse_message,
 )
-from tests.conftest import T0, make_submission
+from tests.support.clock import T0
+from tests.support.orders import make_submission
 
 
 def body(**changes: object) -> str:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from adapters.sql.orders import SQLITE_SCHEMA, sqlite_orders_repository
 from domain.order_status import status_version
-from tests.conftest import T0
+from tests.support.clock import T0
 
 
 def test_an_orders_database_without_status_versions_is_migrated(tmp_path: Path) -> None:

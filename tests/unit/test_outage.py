@@ -13,8 +13,8 @@ from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.record import StateRecord, from_document, to_document
 from domain.states import ProcessState
 from domain.transitions import RecoveryOutcome
-from tests.conftest import T0
-from tests.records import processing
+from tests.support.clock import T0
+from tests.support.records import processing
 
 POLICY = SchedulerPolicy()
 RECOVERY = RecoveryPolicy(cooldown=timedelta(minutes=5), outage_wait_first=timedelta(seconds=30))

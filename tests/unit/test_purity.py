@@ -1,12 +1,40 @@
-"""domain/ and services/ hold pure logic: no Azure SDK, no Functions, no I/O libraries."""
+"""The house's import rules: domain/ and services/ hold pure logic (no Azure SDK, no Functions, no
+I/O libraries), and the layers import one way.
+
+A layer rule is about everything a module reaches, not only what it names: a service that
+imports ``bootstrap`` reaches the adapters through it. Imports inside functions count (a lazy
+import runs too). Each rule is also run on a copy of the code with one import that breaks it,
+and must fail there: a rule that cannot fail checks nothing.
+"""
 
 import ast
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tools import shipping
+
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("azure", "pyodbc", "sqlite3", "requests", "aiohttp")
+
+# The local harness: it may import the app, never the reverse.
+HARNESS = frozenset({"devhost", "simulator", "demo", "standins", "ops", "bench", "tests", "tools"})
+# What ships: the Function App's package and the agent's image.
+SHIPPED = (
+    "function_app",
+    "first_engine_blueprint",
+    "bootstrap",
+    "settings",
+    "activities",
+    "adapters",
+    "domain",
+    "orchestrators",
+    "services",
+    "agent_worker",
+)
 
 
 def _imports(path: Path) -> set[str]:
@@ -26,3 +54,141 @@ def test_pure_packages_import_no_azure_or_io_library(package: str) -> None:
     for path in files:
         bad = {n for n in _imports(path) if n.split(".")[0] in FORBIDDEN}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+# --- the layers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    says: str
+    # The top-level packages and modules whose every module the rule is about.
+    layer: tuple[str, ...]
+    # Whether a first-party module, by its top-level name, is one the layer may not reach.
+    forbids: Callable[[str], bool]
+
+
+RULES = {
+    "domain": Rule(
+        "domain imports nothing of the project but domain", ("domain",), lambda top: top != "domain"
+    ),
+    "orchestrators": Rule(
+        "orchestrators import neither services nor adapters (they must replay deterministically)",
+        ("orchestrators",),
+        {"services", "adapters"}.__contains__,
+    ),
+    "services": Rule("services do not import adapters", ("services",), {"adapters"}.__contains__),
+    "adapters": Rule("adapters do not import services", ("adapters",), {"services"}.__contains__),
+    "shipped": Rule("nothing shipped imports the local harness", SHIPPED, HARNESS.__contains__),
+}
+
+
+def _modules(root: Path, top: str) -> list[str]:
+    """The modules of a top-level package (or the one module), by the files ``root`` holds."""
+    if (root / f"{top}.py").is_file():
+        return [f"{top}.py"]
+    return sorted(
+        p.relative_to(root).as_posix() for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts
+    )
+
+
+def _route(root: Path, start: str, forbids: Callable[[str], bool]) -> list[str] | None:
+    """The first import chain from module ``start`` to a module ``forbids`` names, or None."""
+    came_from: dict[str, str | None] = {start: None}
+    todo = [start]
+    while todo:
+        name = todo.pop(0)
+        if forbids(name.split(".")[0]):
+            route = [name]
+            while (previous := came_from[route[-1]]) is not None:
+                route.append(previous)
+            return route[::-1]
+        relative = shipping.module_file(root, name)
+        if relative is None:
+            continue  # a namespace package: no code of its own
+        parts = name.split(".")
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]  # their __init__ runs first
+        imported = {shipping.first_party(root, n) for n in shipping.imported_names(root, relative)}
+        for module in [*parents, *sorted(m for m in imported if m is not None)]:
+            if module not in came_from:
+                came_from[module] = name
+                todo.append(module)
+    return None
+
+
+def layer_problems(root: Path, rule: Rule) -> list[str]:
+    problems = []
+    for top in rule.layer:
+        for relative in _modules(root, top):
+            route = _route(root, shipping.module_name(relative), rule.forbids)
+            if route is not None:
+                problems.append(f"{relative}: {rule.says}, but it reaches {' -> '.join(route)}")
+    return problems
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_the_layers_import_one_way(rule: str) -> None:
+    assert layer_problems(ROOT, RULES[rule]) == []
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_each_rule_is_about_modules_that_exist(rule: str) -> None:
+    for top in RULES[rule].layer:
+        assert _modules(ROOT, top), f"{top} holds no module: the rule would check nothing"
+
+
+# --- mutations: a copy of the code, with one import that breaks a rule ---------------------------
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = tmp_path_factory.mktemp("layers")
+    for top in [*SHIPPED, *sorted(HARNESS - {"tests"})]:
+        for relative in _modules(ROOT, top):
+            (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / relative, copy / relative)
+    return copy
+
+
+@pytest.fixture
+def copy(clean: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(clean, tmp_path / "repo"))
+
+
+def _add_import(path: Path, statement: str) -> None:
+    text = path.read_text()
+    assert statement not in text
+    path.write_text(f"{text}\n{statement}\n")
+
+
+def test_the_unmutated_copy_keeps_every_rule(copy: Path) -> None:
+    assert [p for rule in RULES.values() for p in layer_problems(copy, rule)] == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "module", "statement", "route"),
+    [
+        ("domain", "domain/states.py", "from services import fenced", "domain.states -> services"),
+        ("domain", "domain/states.py", "import settings", "domain.states -> settings"),
+        ("orchestrators", "orchestrators/order_attempt.py", "import adapters.clock", "-> adapters"),
+        ("orchestrators", "orchestrators/names.py", "from services import fenced", "-> services"),
+        ("services", "services/fenced.py", "from adapters.clock import host_clock", "-> adapters"),
+        # Through the composition root: the rule is about what a service reaches.
+        ("services", "services/fenced.py", "import bootstrap", "services.fenced -> bootstrap -> adapters"),
+        ("adapters", "adapters/clock.py", "from services import fenced", "adapters.clock -> services"),
+        ("shipped", "settings.py", "import devhost.clock", "settings -> devhost"),
+        ("shipped", "agent_worker/worker.py", "from testing import ports", "agent_worker.worker -> testing"),
+        ("shipped", "function_app.py", "import tools.shipping", "function_app -> tools"),
+    ],
+)
+def test_each_rule_fails_on_a_copy_that_breaks_it(
+    copy: Path, rule: str, module: str, statement: str, route: str
+) -> None:
+    _add_import(copy / module, statement)
+    problems = layer_problems(copy, RULES[rule])
+    assert any(p.startswith(f"{module}: {RULES[rule].says}") and route in p for p in problems), problems
+
+
+def test_an_import_inside_a_function_counts(copy: Path) -> None:
+    _add_import(copy / "services" / "fenced.py", "def _later() -> None:\n    import adapters.clock  # noqa")
+    assert any(p.startswith("services/fenced.py:") for p in layer_problems(copy, RULES["services"]))

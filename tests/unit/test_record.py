@@ -9,8 +9,8 @@ from domain.errors import UnsupportedSchemaVersion
 from domain.policy import SchedulerPolicy
 from domain.record import SCHEMA_VERSION, from_document, to_document
 from domain.states import ProcessState
-from tests.conftest import T0
-from tests.records import processing
+from tests.support.clock import T0
+from tests.support.records import processing
 
 PATTERN_FIELDS = {"OrderID", "LockedBy", "CompleteBy", "ProcessState", "FailureCount"}
 

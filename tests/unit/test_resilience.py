@@ -21,7 +21,7 @@ from adapters.sql.pool import ConnectionPool
 from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.policy import Postponement
 from services.outages import OutageMonitor
-from tests.conftest import T0
+from tests.support.clock import T0
 
 
 def http_error(status: int) -> HttpResponseError:

@@ -121,6 +121,7 @@ def _configure_in_a_fresh_process(service: str, tmp_path: Path) -> dict[str, Any
     return result
 
 
+@pytest.mark.processes  # a fresh interpreter, so the distro configures from scratch
 def test_with_the_pinned_distro_the_function_app_installs_no_log_exporter(tmp_path: Path) -> None:
     state = _configure_in_a_fresh_process("function-app", tmp_path)
     assert state["tracer_provider"] == "TracerProvider"
@@ -129,6 +130,7 @@ def test_with_the_pinned_distro_the_function_app_installs_no_log_exporter(tmp_pa
     assert "LoggingHandler" not in state["root_handlers"]
 
 
+@pytest.mark.processes  # a fresh interpreter, so the distro configures from scratch
 def test_with_the_pinned_distro_the_agent_installs_its_log_exporter(tmp_path: Path) -> None:
     state = _configure_in_a_fresh_process("agent", tmp_path)
     assert state["logger_provider"] == "LoggerProvider"

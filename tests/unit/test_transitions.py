@@ -16,8 +16,8 @@ from domain.errors import (
 from domain.policy import RecoveryPolicy, SchedulerPolicy
 from domain.record import START_STEP
 from domain.states import ProcessState
-from tests.conftest import T0
-from tests.records import pending, processing
+from tests.support.clock import T0
+from tests.support.records import pending, processing
 
 POLICY = SchedulerPolicy()
 

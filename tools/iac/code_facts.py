@@ -2,7 +2,7 @@
 
 - ``function_app.py``: every ``%SETTING%`` in a decorator argument, every ``connection=`` prefix,
   and every literal ``queue_name=``.
-- ``services/settings.py`` ``Settings`` and ``agent_worker/settings.py`` ``AgentSettings``: each
+- ``settings.py`` ``Settings`` and ``agent_worker/settings.py`` ``AgentSettings``: each
   field's alias and default (``Field(default, alias="NAME")``).
 - ``adapters/cosmos/state_store.py``: the module constants ``CONTAINER`` and ``PARTITION_KEY_PATH``.
 - the Python the project targets: the minimum of ``pyproject.toml`` ``[project] requires-python``,
@@ -19,7 +19,7 @@ from typing import Any
 PLACEHOLDER = re.compile(r"%([A-Za-z0-9_]+)%")
 
 FUNCTION_APP = "function_app.py"
-SETTINGS = ("services/settings.py", "Settings")
+SETTINGS = ("settings.py", "Settings")
 AGENT_SETTINGS = ("agent_worker/settings.py", "AgentSettings")
 COSMOS_ADAPTER = "adapters/cosmos/state_store.py"
 PYPROJECT = "pyproject.toml"

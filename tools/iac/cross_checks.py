@@ -19,7 +19,7 @@ from tools.iac.infra_rules import Deployment, check_queue_properties, queue_name
 from tools.iac.problems import Report
 
 SAMPLE = "local.settings.sample.json"
-EMULATOR_CONFIG = "servicebus/Config.json"
+EMULATOR_CONFIG = "emulators/servicebus-config/Config.json"
 QUEUE_ALIAS = re.compile(r"_QUEUES?$")
 PROFILES = {policy.AZURE: "azure", policy.LOCAL: "emulators"}
 PROFILE_SETTING = "SAS_PROFILE"
@@ -374,7 +374,7 @@ def bicep_queues(deployment: Deployment, report: Report) -> dict[str, Queue]:
 
 
 def emulator_queues(root: Path, report: Report) -> dict[str, Queue] | None:
-    """The queues of ``servicebus/Config.json``, after checking it against what the emulator
+    """The queues of ``emulators/servicebus-config/Config.json``, after checking it against what the emulator
     accepts (``emulator.validate``: its published schema and limits; an invalid file stops the
     emulator at start-up)."""
     path = root / EMULATOR_CONFIG
@@ -610,7 +610,7 @@ def _check_max_deliveries(
                         where.line or None,
                         f"{deliveries}={count}, but queue '{queue}' has MaxDeliveryCount {actual} "
                         f"({found.file if found else ''})",
-                        f"make {deliveries} equal the queue's MaxDeliveryCount (see services/settings.py)",
+                        f"make {deliveries} equal the queue's MaxDeliveryCount (see settings.py)",
                     )
 
 

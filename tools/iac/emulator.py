@@ -1,5 +1,5 @@
-"""``servicebus/Config.json`` as the Azure Service Bus emulator accepts it, and which of its queue
-properties may differ from the Bicep's, and why.
+"""``emulators/servicebus-config/Config.json`` as the Azure Service Bus emulator accepts it, and
+which of its queue properties may differ from the Bicep's, and why.
 
 The emulator reads the file once, at start-up. A config outside the published schema or its limits
 does not start: the container runs its set-up, logs "Out of memory" and exits (issue #131 below),

@@ -3,7 +3,7 @@ identity, and the infrastructure gives it nothing else. Proved on the Bicep:
 
 - ``main.parameters.json`` lists each app as ``{ name, clientId, principalId }``: a valid, unique
   name; each ID a GUID, empty, or left to azd (``${VAR}``); no ID twice;
-- every app has its queue ``status-<name>`` in the Bicep and in ``servicebus/Config.json``;
+- every app has its queue ``status-<name>`` in the Bicep and in ``emulators/servicebus-config/Config.json``;
 - a submitting app's identity holds Azure Service Bus Data Receiver on its own ``status-<name>``
   and no other role: no Send on any queue (orders, agent-requests, agent-replies: the Function
   App is the only sender to orders; status queues: only the Function App writes statuses), no

@@ -36,7 +36,7 @@ ALLOWED_ROLES: dict[str, str] = {
 # Settings the composition root reads that a target need not set, with the reason. Targets:
 # "azure" (the Function App's and the agent Container App's settings in Bicep) and "local"
 # (local.settings.sample.json, for Core Tools and docker-compose). Every other alias of
-# services/settings.py ``Settings`` and agent_worker/settings.py ``AgentSettings`` is required.
+# settings.py ``Settings`` and agent_worker/settings.py ``AgentSettings`` is required.
 AZURE = "azure"
 LOCAL = "local"
 OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
@@ -75,7 +75,7 @@ IDENTITY_SUFFIXES: tuple[str, ...] = (
 HOST_CONNECTIONS: tuple[str, ...] = ("AzureWebJobsStorage",)
 
 # Settings whose value must equal a queue's MaxDeliveryCount (see their comments in
-# services/settings.py): setting -> the setting that names the queue.
+# settings.py): setting -> the setting that names the queue.
 MAX_DELIVERIES_OF_QUEUE: dict[str, str] = {
     "SAS_ORDERS_MAX_DELIVERIES": "SAS_ORDERS_QUEUE",
     "SAS_AGENT_REQUEST_MAX_DELIVERIES": "SAS_AGENT_REQUESTS_QUEUE",

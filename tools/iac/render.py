@@ -2,7 +2,7 @@
 
 checkov reads each Bicep file on its own and evaluates neither parameters nor conditions: a
 property set from ``networkIsolation`` (``publicNetworkAccess: publicNetworkAccess``) is, to it, an
-expression, whatever the combination. No Bicep compiler can be had here to build each
+expression, whatever the combination. There is no Bicep compiler in CI to build each
 combination's template. So, for each combination of ``variants.COMBINATIONS``, this evaluates
 main.bicep as the project checker does and writes ``OUT/<combination>/<module path>.bicep``: every
 resource that combination deploys, its body as the values the evaluator computed (what needs a

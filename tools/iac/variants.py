@@ -3,7 +3,7 @@
 ``durableBackend`` and ``networkIsolation`` switch resources on and off (``if (...)``) and change
 properties (``publicNetworkAccess``, the Service Bus SKU, app settings). The evaluator computes a
 resource's ``if`` and a ternary only for known parameter values, so one evaluation checks one
-combination; no Bicep compiler can be had here to render the others. So ``main.bicep`` is evaluated
+combination; there is no Bicep compiler in CI to render the others. So ``main.bicep`` is evaluated
 once per combination (``COMBINATIONS``) and each evaluation gets the project's rules
 (``infra_rules``, ``cross_checks``, ``trigger_roles``) and the rules of both options (``durable``,
 ``network``). A problem that only one combination has names it, e.g.

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from testing.amqp_broker import codec, limits
-from testing.amqp_broker.config import QueueSettings
+from standins.amqp_broker import codec, limits
+from standins.amqp_broker.config import QueueSettings
 
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"

@@ -1,5 +1,8 @@
 """The composition root: builds the adapters behind every port from the settings.
 
+It sits above the layers it joins, beside ``function_app.py``: it imports ``services`` and
+``adapters``, so that neither has to import the other.
+
 Function bodies and the operator tools get their ports here, so switching a profile is a
 settings change and nothing else. Each profile's stores come from its own module
 (``embedded_profile``, ``azure_profile``); this module adds what every profile shares: the
@@ -30,7 +33,7 @@ from services.context import Ports
 from services.indexed_state_store import IndexedStateStore
 from services.notifications import raise_alert
 from services.outages import OutageMonitor
-from services.settings import Settings
+from settings import Settings
 
 # Who holds the Supervisor's lease: unique per process, readable in logs.
 INSTANCE_NAME = f"{socket.gethostname()}:{os.getpid()}"

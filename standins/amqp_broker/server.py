@@ -19,10 +19,10 @@ from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
-from testing.amqp_broker import codec, frames, limits, management
-from testing.amqp_broker.clock import Clock
-from testing.amqp_broker.config import QueueSettings, load_queues
-from testing.amqp_broker.store import (
+from standins.amqp_broker import codec, frames, limits, management
+from standins.amqp_broker.clock import Clock
+from standins.amqp_broker.config import QueueSettings, load_queues
+from standins.amqp_broker.store import (
     DEAD_LETTER_SUFFIX,
     BrokerError,
     Store,
@@ -357,7 +357,7 @@ def _asks_for_a_session(link: Link) -> bool:
 def _reject(delivery: Delivery, error: BrokerError) -> None:
     # The SDK reads the error's info field unconditionally, and proton leaves out an empty one.
     delivery.local.condition = Condition(
-        error.condition, error.description, {"source": "testing.amqp_broker"}
+        error.condition, error.description, {"source": "standins.amqp_broker"}
     )
     delivery.update(Disposition.REJECTED)
 

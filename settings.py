@@ -22,7 +22,8 @@ def _registry(value: object) -> object:
 
 
 class SettingsError(ValueError):
-    pass
+    """A setting, or ``local.settings.json`` itself (``adapters.local_settings``), is wrong: the
+    one error the app and its tools report as one line naming what to fix."""
 
 
 S = TypeVar("S", bound=BaseModel)
@@ -69,7 +70,7 @@ class Settings(BaseModel):
     # v2.0 tokens of this tenant (issuer <authority>/<tenant>/v2.0, signing keys from that issuer's
     # OpenID configuration) for this audience, the front end's application (client) ID. Only the
     # authority differs between profiles: Entra ID in Azure, a loopback issuer locally
-    # (testing/local_issuer.py). Unset tenant or audience: every request is refused (503).
+    # (standins/local_issuer.py). Unset tenant or audience: every request is refused (503).
     auth_authority: str = Field("https://login.microsoftonline.com", alias="SAS_AUTH_AUTHORITY", min_length=1)
     auth_tenant_id: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
         None, alias="SAS_AUTH_TENANT_ID", pattern=r"^[0-9a-fA-F-]{36}$"

@@ -1,12 +1,9 @@
-"""Helpers for the broker tests: every client here is the real azure-servicebus SDK, except
+"""Clients for the broker tests: every client here is the real azure-servicebus SDK, except
 ``send_raw``, a bare AMQP sender for what the SDK would stop before it reached the broker."""
 
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusReceivedMessage, ServiceBusReceiver
@@ -58,16 +55,4 @@ def _transfer(connection: BlockingConnection, link: Link, tag: str, payload: byt
         accepted=delivery.remote_state == Disposition.ACCEPTED,
         condition=delivery.remote.condition,
         link_max_message_size=link.remote_max_message_size,
-    )
-
-
-def start_broker(config: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    """Run the broker's command on ``config`` until it exits (a config it refuses)."""
-    return subprocess.run(
-        [sys.executable, "-m", "testing.amqp_broker", "--config", str(config), "--port", "0"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from devhost.config import parse_duration
-from testing.amqp_broker import limits
+from standins.amqp_broker import limits
 
 
 def iso_duration(value: timedelta) -> str:

@@ -1,6 +1,6 @@
-"""Local servers for the emulators profile, started once per test session (per xdist worker):
-the Cosmos DB API server and Azurite, both installed by ``make emulators``, and a PostgreSQL
-cluster reached over ODBC (``make system-deps``)."""
+"""Local servers for the emulators profile: the Cosmos DB API server and Azurite, both installed
+by ``make emulators``, and a PostgreSQL cluster reached over ODBC (``make system-deps``). The
+fixtures in tests/conftest.py start each once per test session (per xdist worker)."""
 
 import contextlib
 import os
@@ -18,13 +18,11 @@ from typing import Any
 
 import pytest
 import urllib3
-from azure.cosmos import CosmosClient
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from adapters.azure_profile import pooled_transport
-from testing.ports import free_port
+from standins.ports import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
 # Its CLI with keep-alive on, as Cosmos DB has it (emulators/cosmos-server.js says why).
 COSMOS_SERVER = ROOT / "emulators" / "cosmos-server.js"
@@ -37,7 +35,7 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
     """A Cosmos DB API server (@vercel/cosmosdb-server) on ``127.0.0.1:<port>``, stopped on exit;
     yields its endpoint. With ``advertised_port`` its account document names that port as the
     account's endpoint, which the SDK then sends every request to: a test puts a proxy there
-    (testing/fault_proxy.py; emulators/cosmos-server.js says why)."""
+    (standins/fault_proxy.py; emulators/cosmos-server.js says why)."""
     if not COSMOS_PACKAGE.exists():
         pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
     advertised = [str(advertised_port)] if advertised_port is not None else []
@@ -60,25 +58,18 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
         server.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def cosmos_endpoint() -> Iterator[str]:
-    """A Cosmos DB API server (@vercel/cosmosdb-server) on loopback, for this test session."""
-    with cosmos_server(free_port()) as endpoint:
-        yield endpoint
-
-
 AZURITE = ROOT / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
 # Azurite's well-known development account: loopback, test data only.
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-@pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
-    """Azurite (Blobs, Queues, Tables) on loopback; yields its blob, queue and table ports."""
+@contextlib.contextmanager
+def azurite_server(workdir: Path) -> Iterator[list[int]]:
+    """Azurite (Blobs, Queues, Tables) on loopback, stopped on exit; yields its blob, queue and
+    table ports. Anything it writes goes to ``workdir``."""
     if not AZURITE.exists():
         pytest.fail("Azurite is not installed: run `make emulators` (make test does)")
     ports = [free_port() for _ in range(3)]
-    workdir = tmp_path_factory.mktemp("azurite")
     server = subprocess.Popen(
         [
             "node",
@@ -113,40 +104,15 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
             pytest.fail(f"Azurite did not start: {''.join(lines)}")
         lines.append(line)
     threading.Thread(target=server.stdout.read, daemon=True).start()
-    yield ports
-    server.terminate()
     try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # busy with a client's open connections: it holds test data only
-        server.kill()
-        server.wait(timeout=10)
-
-
-@pytest.fixture(scope="session")
-def cosmos_client(cosmos_endpoint: str) -> CosmosClient:
-    return CosmosClient(
-        cosmos_endpoint, credential=EMULATOR_KEY, connection_verify=False, transport=pooled_transport()
-    )
-
-
-@pytest.fixture(scope="session")
-def cosmos_connection(cosmos_endpoint: str) -> str:
-    """The emulator's connection string, as the app's CosmosDBConnection setting takes it."""
-    return f"AccountEndpoint={cosmos_endpoint}/;AccountKey={EMULATOR_KEY};"
-
-
-@pytest.fixture(scope="session")
-def azurite_tables(azurite: list[int]) -> str:
-    """A Tables connection string for Azurite."""
-    return (
-        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-        f"AccountKey={AZURITE_KEY};TableEndpoint=http://127.0.0.1:{azurite[2]}/devstoreaccount1;"
-    )
-
-
-@pytest.fixture(scope="session")
-def azurite_blob_endpoint(azurite: list[int]) -> str:
-    return f"http://127.0.0.1:{azurite[0]}/devstoreaccount1"
+        yield ports
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # busy with a client's open connections: it holds test data only
+            server.kill()
+            server.wait(timeout=10)
 
 
 # PostgreSQL over ODBC (psqlODBC): the orders repository's third engine. The server binaries
@@ -190,11 +156,11 @@ def _as_postgres_user() -> dict[str, Any]:
     return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
 
 
-@pytest.fixture(scope="session")
-def postgres_odbc() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on loopback for this test session (one per xdist worker);
-    yields a pyodbc connection string to its ``postgres`` database as superuser ``postgres``
-    (trust authentication, loopback only). ``new_postgres_database`` gives each test its own."""
+@contextlib.contextmanager
+def postgres_cluster() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on loopback, removed on exit; yields a pyodbc connection
+    string to its ``postgres`` database as superuser ``postgres`` (trust authentication, loopback
+    only). ``new_postgres_database`` gives each test its own."""
     import pyodbc  # noqa: PLC0415 - only the SQL tests need the driver manager
 
     if POSTGRES_ODBC_DRIVER not in pyodbc.drivers():

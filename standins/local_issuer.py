@@ -9,7 +9,7 @@ Tokens look like Entra v2.0 application tokens (``idtyp`` ``app``, ``azp``, ``ro
 endpoint grants the submit role to the client IDs it was told are assigned it, as the app role
 assignment does in Entra. Tests mint any token they like with ``mint``.
 
-    python -m testing.local_issuer -- python -m devhost start   # what `make run` does
+    python -m standins.local_issuer -- python -m devhost start   # what `make run` does
 
 reads ``SAS_AUTH_AUTHORITY`` (its port), ``SAS_AUTH_TENANT_ID``, ``SAS_AUTH_AUDIENCE`` and
 ``SAS_SUBMITTERS`` from the environment and ``local.settings.json``, and serves while the command runs.
@@ -251,7 +251,7 @@ def from_settings(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m testing.local_issuer", description=__doc__.split("\n\n")[0]
+        prog="python -m standins.local_issuer", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--app-dir", type=Path, default=Path("."), help="where local.settings.json is")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run while serving")

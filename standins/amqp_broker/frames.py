@@ -28,7 +28,7 @@ from typing import Any
 
 from proton import Data, DataException, Described, symbol, uint, ulong
 
-from testing.amqp_broker import codec
+from standins.amqp_broker import codec
 
 _PROTOCOL_HEADER = b"AMQP"
 _FRAME_HEADER = 8
@@ -39,7 +39,7 @@ _DISPOSITION = 0x15
 _CLOSE = 0x18
 _READ = (_BEGIN, _TRANSFER, _DISPOSITION, _CLOSE)  # the performatives the shim decodes
 _SMALL_ULONG_DESCRIPTOR = b"\x00\x53"  # how both the SDK and proton write a performative's code
-_INFO = {symbol("source"): "testing.amqp_broker"}
+_INFO = {symbol("source"): "standins.amqp_broker"}
 _WAIT_FOR_HEAD = 5.0  # seconds to wait for the rest of a frame's head split across reads
 
 

@@ -1,4 +1,4 @@
-"""``python -m testing.amqp_broker --config servicebus/Config.json --port 0``
+"""``python -m standins.amqp_broker --config emulators/servicebus-config/Config.json --port 0``
 
 Prints one line, ``Ready amqp://<host>:<port>``, once it listens, then serves until SIGTERM or
 SIGINT.
@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from testing.amqp_broker.server import start_broker
+from standins.amqp_broker.server import start_broker
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testing.amqp_broker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m standins.amqp_broker", description=__doc__)
     parser.add_argument("--config", type=Path, required=True, help="a Service Bus emulator Config.json")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672, help="0 picks a free port")

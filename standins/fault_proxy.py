@@ -34,7 +34,7 @@ when it next carries bytes.
 until the counts satisfy a predicate, e.g. ``stats.held_bytes_to_target > 0`` once a request is
 held, so tests synchronise on events rather than on the clock.
 
-How the real clients fail through it (testing/FAULTS.md has every case, the messages, the
+How the real clients fail through it (standins/FAULTS.md has every case, the messages, the
 versions, and which settings bound a stall):
 
 - PostgreSQL over psqlODBC raises ``pyodbc.OperationalError``:
@@ -53,7 +53,7 @@ versions, and which settings bound a stall):
     ``read_timeout`` (response; 65 s by default) per attempt, with reads retried
     ``retry_read`` times.
   Its account advertises its own endpoint, so a test must start the server with the proxy's
-  port advertised (``tests.emulators.cosmos_server(port, advertised_port)``), or the SDK
+  port advertised (``tests.support.emulators.cosmos_server(port, advertised_port)``), or the SDK
   bypasses the proxy.
 """
 

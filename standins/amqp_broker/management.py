@@ -11,8 +11,8 @@ from typing import Any
 
 from proton import UNDESCRIBED, Array, Data, Message, symbol
 
-from testing.amqp_broker import codec
-from testing.amqp_broker.store import BrokerError, Store, check_properties, check_size
+from standins.amqp_broker import codec
+from standins.amqp_broker.store import BrokerError, Store, check_properties, check_size
 
 _DISPOSITION_COMPLETED = "completed"
 _DISPOSITION_ABANDONED = "abandoned"

@@ -60,8 +60,8 @@ receive-by-sequence-number, auto-forwarding, partitioning, queue size quotas, au
 TLS, persistence. Config.json entities that need them are refused at start-up.
 """
 
-from testing.amqp_broker.clock import Clock
-from testing.amqp_broker.config import QueueSettings, load_queues
-from testing.amqp_broker.server import Broker, start_broker
+from standins.amqp_broker.clock import Clock
+from standins.amqp_broker.config import QueueSettings, load_queues
+from standins.amqp_broker.server import Broker, start_broker
 
 __all__ = ["Broker", "Clock", "QueueSettings", "load_queues", "start_broker"]
