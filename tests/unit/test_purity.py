@@ -177,7 +177,12 @@ def test_the_unmutated_copy_keeps_every_rule(copy: Path) -> None:
         ("services", "services/fenced.py", "import bootstrap", "services.fenced -> bootstrap -> adapters"),
         ("adapters", "adapters/clock.py", "from services import fenced", "adapters.clock -> services"),
         ("shipped", "settings.py", "import devhost.clock", "settings -> devhost"),
-        ("shipped", "agent_worker/remote.py", "from standins import ports", "agent_worker.remote -> standins"),
+        (
+            "shipped",
+            "agent_worker/remote.py",
+            "from standins import ports",
+            "agent_worker.remote -> standins",
+        ),
         ("shipped", "function_app.py", "import tools.shipping", "function_app -> tools"),
     ],
 )
