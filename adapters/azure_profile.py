@@ -5,6 +5,8 @@ Azure: identity-based — an endpoint and the Function App's user-assigned manag
 """
 
 import re
+import struct
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -218,6 +220,45 @@ def _sql_repository(settings: Settings) -> SqlOrdersRepository:
         DIALECTS[settings.sql_dialect],
         login_timeout=settings.connect_timeout_seconds,
         query_timeout=settings.call_timeout_seconds,
+    )
+
+
+# msodbcsql.h SQL_COPT_SS_ACCESS_TOKEN: an Entra access token in place of a login, for a principal
+# the driver's Authentication= modes do not cover (the deployer's az login).
+SQL_COPT_SS_ACCESS_TOKEN = 1256
+AZURE_SQL_SCOPE = "https://database.windows.net/.default"
+
+
+def sql_access_token(credential: Any) -> Callable[[], dict[int, bytes]]:
+    """The connection attribute that signs in with ``credential``'s token for Azure SQL: the
+    token as UTF-16-LE bytes after their length (a little-endian 32-bit count), as the driver
+    reads it. Asked for on each new connection, so a long ``ops watch`` never sends an expired one."""
+
+    def attributes() -> dict[int, bytes]:
+        token = str(credential.get_token(AZURE_SQL_SCOPE).token).encode("utf-16-le")
+        return {SQL_COPT_SS_ACCESS_TOKEN: struct.pack("<I", len(token)) + token}
+
+    return attributes
+
+
+def entra_sql_connection_string(server: str, database: str) -> str:
+    """Azure SQL over ODBC Driver 18, encrypted, with no login in the string: the access token
+    (``sql_access_token``) is the login, and the driver refuses one given both ways."""
+    return f"Driver={ODBC_DRIVER_18};Server=tcp:{server},1433;Database={database};Encrypt=yes"
+
+
+def token_sql_orders_repository(
+    settings: Settings, connection_string: str, credential: Any
+) -> SqlOrdersRepository:
+    """The orders database as whoever ``credential`` signs in: ``ops --azd`` as the deployer,
+    the SQL server's Entra administrator (infra/modules/sql.bicep). Nothing connects until the
+    first read."""
+    return pyodbc_orders_repository(
+        connection_string,
+        SQLSERVER,
+        login_timeout=settings.connect_timeout_seconds,
+        query_timeout=settings.call_timeout_seconds,
+        attrs_before=sql_access_token(credential),
     )
 
 

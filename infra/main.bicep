@@ -162,6 +162,8 @@ var sqlAdminPrincipalType = principalType == 'ServicePrincipal' ? 'Application' 
 var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
 // The host.json hub name: the task hub of either backend (functionapp.bicep sets it for DTS).
 var durableTaskHubName = 'SchedulerAgentSupervisor'
+// The Azure Storage backend's instance table, which `ops instances` reads (operator-rbac.bicep).
+var taskHubInstancesTableName = '${durableTaskHubName}Instances'
 var publicNetworkAccess = networkIsolation ? 'Disabled' : 'Enabled'
 // Private endpoints of the data services with networkIsolation (network.bicep), and their zones.
 var dataEndpoints = [
@@ -291,7 +293,12 @@ module hostStorage 'modules/storage.bicep' = {
       deploymentContainerName
       'leases'
     ]
-    tables: []
+    // Declared, not left to the Durable extension (which creates its tables if they do not exist,
+    // and finds this one made): a role assignment's scope must exist when it is deployed, and
+    // the deployer's Storage Table Data Reader for `ops instances` is scoped to this table alone.
+    tables: useDurableTaskScheduler ? [] : [
+      taskHubInstancesTableName
+    ]
     deleteRetentionDays: storageDeleteRetentionDays
     publicNetworkAccess: publicNetworkAccess
   }
@@ -454,6 +461,8 @@ module operatorRbac 'modules/operator-rbac.bicep' = if (grantDeployerOperatorRol
     cosmosDatabaseName: cosmos.outputs.databaseName
     dataStorageName: dataStorage.outputs.name
     compensationLogTableName: compensationLogTableName
+    hostStorageName: hostStorage.outputs.name
+    taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName
   }
   // The sample app's status queue exists once the namespace module has run.
   dependsOn: [
@@ -606,6 +615,9 @@ output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQua
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COMPENSATION_LOG_TABLE_ENDPOINT string = dataStorage.outputs.tableEndpoint
 output DURABLE_BACKEND string = durableBackend
+// `ops --azd instances` reads the Azure Storage backend's task hub (<hub>Instances) there.
+output AZURE_HOST_STORAGE_ACCOUNT_NAME string = hostStorage.outputs.name
+output DURABLE_TASK_HUB_NAME string = durableTaskHubName
 output DURABLE_TASK_SCHEDULER_ENDPOINT string = useDurableTaskScheduler ? durableTask.outputs.endpoint : ''
 output NETWORK_ISOLATION bool = networkIsolation
 output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.applicationInsightsConnectionString

@@ -6,37 +6,66 @@ submitting app proves who it is with a certificate whose private key stays on th
 machine (``SAS_SAMPLE_APP_CERT_PATH``), and everything else is reached as the deployer, with
 ``az login`` (DefaultAzureCredential) and the data-plane roles the deployment granted them.
 
-What runs against a deployment: ``smoke`` (as the sample app), ``instances``, ``alerts`` and
-``dlq`` (Service Bus only). The commands that read the stores (Cosmos DB, Azure SQL, the
-compensation log) do not: the azd values do not say how the deployer signs in to Azure SQL, nor
-where the compensation log's account is (docs/operating.md, "ops against a deployment").
+What runs against a deployment, with the roles infra/modules/operator-rbac.bicep grants the
+deployer on a first deployment (grantDeployerOperatorRoles): ``smoke`` (as the sample app),
+``alerts`` and ``dlq`` (Service Bus), ``instances`` (the task hub's Instances table), and
+``status``, ``show``, ``list`` and ``watch``, which read the state records (Cosmos DB Built-in
+Data Reader), the compensation log (Storage Table Data Reader) and, for ``show``, the orders row
+(Azure SQL, as its Entra administrator, with an access token: ODBC Driver 18 and the server's
+firewall must let the deployer in, or ``show`` says the row was not read). ``resubmit`` and
+``compensate`` write state records, which needs Cosmos DB Built-in Data Contributor, not granted;
+``submit``, ``token``, ``schema`` and ``dashboard`` are local (docs/operating.md, "ops against a
+deployment").
 """
 
 import contextlib
+import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dotenv import dotenv_values
+from dotenv.parser import parse_stream
+
+from adapters.clock import host_clock
 from domain.apps import SubmittingApp
 from domain.errors import DependencyUnavailable
+from domain.ports import InsertOutcome, OrderRow, OrdersRepository
 from ops.errors import BadArgument, Refused
 from ops.orders import FrontEnd
 from ops.queues import BrowsedMessage
 from ops.tokens import TokenError
+from services.context import Ports
 from services.frontend import Reply
 from settings import Settings
 
 if TYPE_CHECKING:  # the Azure SDKs load only when --azd is given
     from adapters.servicebus.azure import ServiceBusMessaging
 
-COMMANDS = ("smoke", "instances", "alerts", "dlq")
+# The commands that need none of the app's stores, and those that read them (``ports``).
+QUEUE_COMMANDS = ("smoke", "instances", "alerts", "dlq")
+STORE_COMMANDS = ("status", "show", "list", "watch")
+COMMANDS = QUEUE_COMMANDS + STORE_COMMANDS
+# Why each other command does not run against a deployment: one line, naming what is missing.
+STATE_WRITER = "Cosmos DB Built-in Data Contributor"
+NOT_ON_A_DEPLOYMENT = {
+    "resubmit": f"writes the order's state record, which needs {STATE_WRITER} on the state "
+    "database; the deployer has Cosmos DB Built-in Data Reader only",
+    "compensate": f"writes the order's state record, which needs {STATE_WRITER} on the state "
+    "database; the deployer has Cosmos DB Built-in Data Reader only",
+    "submit": "posts as any registered app with a local issuer's token; use `ops --azd smoke`, which "
+    "submits as the sample app through the deployed front end",
+    "token": "makes a local issuer's token; a deployed app asks Entra ID for its own",
+    "schema": "is the post-provision step's (infra/scripts) against Azure SQL",
+    "dashboard": "reads the local profile's stores on its own thread",
+}
 SAMPLE_APP_NAME = "sample-app"  # unless SAS_SAMPLE_APP_NAME says otherwise
 # The front end's route: host.json's routePrefix "api" and function_app.py's post_order.
 ORDERS_ROUTE = "/api/orders"
@@ -48,35 +77,29 @@ HOST_STORAGE = "AZURE_HOST_STORAGE_ACCOUNT_NAME"
 # Where each value comes from, for the error that names a missing one.
 ORIGINS = {
     HOST_STORAGE: "an output of infra/main.bicep: the Functions host's storage account",
+    "COSMOS_ENDPOINT": "an output of infra/main.bicep: the state records' Cosmos DB account",
+    "COMPENSATION_LOG_TABLE_ENDPOINT": "an output of infra/main.bicep: the compensation log's tables",
+    "AZURE_SQL_SERVER_FQDN": "an output of infra/main.bicep: the orders database's server",
     "SAS_SAMPLE_APP_CLIENT_ID": "the post-provision step registers the sample app",
     "SAS_SAMPLE_APP_CERT_PATH": "the post-provision step makes the sample app's certificate",
     "API_AUDIENCE": "the front end's API is registered first: docs/deploying.md",
 }
 
-_ESCAPED = re.compile(r"\\(.)")
-_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
-
 
 def parse_values(text: str) -> dict[str, str]:
-    """The ``KEY=value`` lines ``azd env get-values`` prints: a double-quoted value with
-    backslash escapes (``\\n`` a newline), a single-quoted one as it is, or a bare one; blank
-    lines and ``#`` comments skipped."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if match is None:
+    """The ``KEY=value`` lines ``azd env get-values`` prints (python-dotenv's reading: a
+    double-quoted value with backslash escapes, a single-quoted one as it is, or a bare one;
+    blank lines and ``#`` comments skipped), nothing expanded: a ``$`` in a value is a ``$``."""
+    # dotenv_values skips a line it cannot read with only a logged warning; its parser says which.
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            line = binding.original.string.strip()
             raise BadArgument(f"azd env get-values printed a line that is not KEY=value: {line[:60]!r}")
-        key, raw = match[1], match[2]
-        if len(raw) >= 2 and raw[0] == raw[-1] == '"':
-            values[key] = _ESCAPED.sub(lambda m: _ESCAPES.get(m[1], m[1]), raw[1:-1])
-        elif len(raw) >= 2 and raw[0] == raw[-1] == "'":
-            values[key] = raw[1:-1]
-        else:
-            values[key] = raw
-    return values
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    for key, value in values.items():
+        if value is None:  # a bare KEY, no "="
+            raise BadArgument(f"azd env get-values printed a line that is not KEY=value: {key[:60]!r}")
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def read_values(app_dir: Path, environment: str | None) -> dict[str, str]:
@@ -210,6 +233,168 @@ class Deployment:
         from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
 
         return DeployedQueues(azure_profile.servicebus_messaging(self.settings))
+
+    @property
+    def store_settings(self) -> Settings:
+        """The settings the azure profile's store adapters read: the state records in Cosmos DB
+        and the compensation log's table service, each reached as the deployer."""
+        named = {
+            k: self.values[k] for k in ("SAS_COSMOS_DATABASE", "SAS_COSMOS_CONTAINER") if self.values.get(k)
+        }
+        return Settings.from_env(
+            {
+                "SAS_PROFILE": "azure",
+                "ServiceBusConnection__fullyQualifiedNamespace": self.value(
+                    "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
+                ),
+                "SAS_SUBMITTERS": self.values.get("SAS_SUBMITTERS", ""),
+                "CosmosDBConnection__accountEndpoint": self.value("COSMOS_ENDPOINT"),
+                "CompensationLogConnection__tableServiceUri": self.value("COMPENSATION_LOG_TABLE_ENDPOINT"),
+                **named,
+            }
+        )
+
+    @property
+    def sql_connection_string(self) -> str:
+        from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
+
+        return azure_profile.entra_sql_connection_string(
+            self.value("AZURE_SQL_SERVER_FQDN"), self.value("AZURE_SQL_DATABASE_NAME")
+        )
+
+    def ports(self, queues: "DeployedQueues") -> Ports:
+        """The ports ``status``, ``show``, ``list`` and ``watch`` read, built by the azure
+        profile's adapters as the deployer (DefaultAzureCredential: az login), each behind the
+        app's transient-fault policy. Nothing connects until the first read. An operator's tool
+        raises no alerts in the deployment (no outage observer sends any), never takes the
+        Supervisor's lease, and sends nothing."""
+        from azure.identity import DefaultAzureCredential  # noqa: PLC0415 - Azure only
+
+        from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
+        from adapters.resilience import guard  # noqa: PLC0415
+        from bootstrap import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, retry_policy  # noqa: PLC0415
+
+        settings = self.store_settings
+        policy, quiet = retry_policy(settings), _NoAlerts()
+        connection_string, credential = self.sql_connection_string, DefaultAzureCredential()
+        return Ports(
+            settings=settings,
+            states=guard(lambda: azure_profile.cosmos_state_store(settings), STATE_STORE, policy, quiet),
+            orders=_OrdersAsDeployer(
+                guard(
+                    lambda: azure_profile.token_sql_orders_repository(
+                        settings, connection_string, credential
+                    ),
+                    ORDERS_DB,
+                    policy,
+                    quiet,
+                )
+            ),
+            compensation_log=guard(
+                lambda: azure_profile.table_compensation_log(settings), COMPENSATION_LOG, policy, quiet
+            ),
+            clock=host_clock(),
+            sender=queues.messaging,
+            settlement=queues.messaging,
+            leader=_NoLease(),
+            instance_name="ops --azd",
+        )
+
+
+class _NoAlerts:
+    """An outage observer that tells no one: the deployment's operators are not alerted because
+    one operator's laptop lost its connection."""
+
+    def unavailable(self, dependency: str, error: BaseException) -> None:
+        return None
+
+    def available(self, dependency: str) -> None:
+        return None
+
+    def is_down(self, dependency: str) -> bool:
+        return False
+
+
+class _NoLease:
+    """``ops`` never runs the Supervisor: against a deployment it holds no lease and takes none."""
+
+    def acquire(self, holder: str) -> bool:
+        return False
+
+    def release(self, holder: str) -> None:
+        return None
+
+
+class _OrdersAsDeployer:
+    """Azure SQL as the deployer. What keeps them out is not a fault of the order: no ODBC Driver
+    18 here, the server's firewall, no Entra token. It is the orders database unavailable to
+    this command (``ops show`` then shows the rest, and says the row was not read)."""
+
+    def __init__(self, orders: OrdersRepository) -> None:
+        self._orders = orders
+
+    @contextlib.contextmanager
+    def _signed_in(self) -> Iterator[None]:
+        from azure.core.exceptions import ClientAuthenticationError  # noqa: PLC0415 - Azure only
+
+        try:
+            yield
+        except ImportError as error:  # pyodbc needs unixODBC's driver manager
+            raise DependencyUnavailable("orders database", f"pyodbc: {error}") from None
+        except ClientAuthenticationError as error:
+            raise DependencyUnavailable(
+                "orders database", f"no Entra token for Azure SQL (az login): {error.message}"
+            ) from None
+        except Exception as error:
+            if type(error).__module__ != "pyodbc":
+                raise
+            said = " ".join(str(error).split())[:300]
+            raise DependencyUnavailable("orders database", f"Azure SQL as the deployer: {said}") from None
+
+    def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
+        with self._signed_in():
+            return self._orders.insert_if_absent(order)
+
+    def get(self, order_id: str) -> OrderRow | None:
+        with self._signed_in():
+            return self._orders.get(order_id)
+
+    def update_status(self, order_id: str, status: str, now: datetime, *, version: int) -> bool:
+        with self._signed_in():
+            return self._orders.update_status(order_id, status, now, version=version)
+
+
+# Which store refused the deployer, and the role it needs there.
+COSMOS_READER = ("state store", "Cosmos DB", "Cosmos DB Built-in Data Reader on the state database")
+TABLE_READER = (
+    "compensation log",
+    "the compensation log's storage",
+    "Storage Table Data Reader on its table",
+)
+
+
+@contextlib.contextmanager
+def store_errors() -> Iterator[None]:
+    """The stores' refusals of the deployer as one-line errors naming the role it needs."""
+    from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError  # noqa: PLC0415
+    from azure.cosmos.exceptions import CosmosHttpResponseError  # noqa: PLC0415
+
+    try:
+        yield
+    except ClientAuthenticationError as no:
+        raise Refused(f"no Azure token for the deployer (az login): {no.message}") from None
+    except HttpResponseError as error:
+        dependency, service, role = (
+            COSMOS_READER if isinstance(error, CosmosHttpResponseError) else TABLE_READER
+        )
+        if error.status_code in (401, 403):
+            raise Refused(
+                f"{service} refused the deployer ({role}; networkIsolation keeps it off the internet): "
+                f"{error.message}"
+            ) from None
+        raise DependencyUnavailable(dependency, str(error.message)) from None
+    except AzureError as error:
+        raise DependencyUnavailable("Azure", str(error)) from None
 
 
 @contextlib.contextmanager

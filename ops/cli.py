@@ -18,7 +18,7 @@
     python -m ops schema --script sqlserver   # the same as a sqlcmd script (the post-provision step)
     python -m ops dashboard [--port 8765]   # the operator's picture on loopback (ops/dashboard.py)
     python -m ops instances --name order_workflow_v1 [--status Running,Pending]   # drain check
-    python -m ops --azd [--azd-env NAME] smoke    # against a deployment (ops/azd.py)
+    python -m ops --azd [--azd-env NAME] smoke|status|show|list|watch|alerts|dlq|instances   # ops/azd.py
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
 gaps; with ``--azd``, from the azd environment's values instead. ``--json`` (before or after the
@@ -175,21 +175,28 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _on_stores(args: argparse.Namespace, ports: Ports, browser: QueueBrowser | None, out: Output) -> None:
+    """The commands that read the stores, locally or (``browser``: its queues) on a deployment."""
+    match args.command:
+        case "status":
+            orders.status(ports, out, args.order_id)
+        case "show":
+            orders.timeline(ports, out, args.order_id, browser)
+        case "list":
+            orders.list_orders(ports, out, args.state, args.limit)
+        case "watch":
+            orders.watch(ports, out, args.interval, args.once)
+
+
 def _on_ports(args: argparse.Namespace, ports: Ports, out: Output) -> None:
     settings = ports.settings
     match args.command:
         case "submit":
             orders.submit(ports, out, args.order_id, app=args.app, sku=args.sku, quantity=args.quantity)
-        case "status":
-            orders.status(ports, out, args.order_id)
+        case "status" | "show" | "list" | "watch":
+            _on_stores(args, ports, None, out)
         case "smoke":
             smoke.smoke(smoke.local(ports, args.app or "a"), out, args.timeout, args.interval)
-        case "show":
-            orders.timeline(ports, out, args.order_id)
-        case "list":
-            orders.list_orders(ports, out, args.state, args.limit)
-        case "watch":
-            orders.watch(ports, out, args.interval, args.once)
         case "alerts" | "dlq":
             _on_queues(args, settings, queues.browser(ports), out)
         case "resubmit" | "compensate":
@@ -211,11 +218,12 @@ def _on_queues(args: argparse.Namespace, settings: Settings, browser: QueueBrows
 
 
 def _on_deployment(args: argparse.Namespace, out: Output) -> None:
-    """``--azd``: the commands that need no store of the app's, against a deployment."""
+    """``--azd``: against a deployment, as the deployer (ops/azd.py says with which roles)."""
     if args.command not in azd.COMMANDS:
         raise BadArgument(
-            f"--azd runs {', '.join(azd.COMMANDS)}; {args.command} reads the app's stores, which ops "
-            'does not reach from azd values yet (docs/operating.md, "ops against a deployment")'
+            f"--azd runs {', '.join(azd.COMMANDS)}; {args.command} "
+            f"{azd.NOT_ON_A_DEPLOYMENT.get(args.command, 'is local only')} "
+            '(docs/operating.md, "ops against a deployment")'
         )
     app_dir = args.app_dir.resolve()
     deployment = azd.Deployment(azd.read_values(app_dir, args.azd_env))
@@ -225,7 +233,10 @@ def _on_deployment(args: argparse.Namespace, out: Output) -> None:
         return
     browser = deployment.queues()
     try:
-        if args.command == "smoke":
+        if args.command in azd.STORE_COMMANDS:
+            with azd.store_errors():
+                _on_stores(args, deployment.ports(browser), browser, out)
+        elif args.command == "smoke":
             smoke.smoke(smoke.deployed(deployment, args.app, browser, out), out, args.timeout, args.interval)
         else:
             _on_queues(args, deployment.settings, browser, out)

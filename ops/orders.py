@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from domain.errors import IllegalTransition, RecordNotFound
+from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import StateRecord
 from domain.states import ProcessState
 from ops import queues
@@ -84,18 +84,24 @@ def _progress(record: StateRecord) -> str:
     return "; ".join(parts)
 
 
-def timeline(ports: Ports, out: Output, order_id: str) -> None:
+def timeline(ports: Ports, out: Output, order_id: str, browser: queues.QueueBrowser | None = None) -> None:
     """What every store holds of the order, in time order: the state record, the orders row,
-    the compensation log, and the status messages and alerts still on their queues."""
-    stored = ports.states.get(order_id)
-    row = ports.orders.get(order_id)
-    if stored is None and row is None:
-        raise Refused(f"no order {order_id!r}")
+    the compensation log, and the status messages and alerts still on their queues (``browser``:
+    the profile's bus unless given). An orders database or a queue that cannot be read is one
+    line of the timeline ("not read: why"), not the end of it."""
     events: list[dict[str, Any]] = []
 
     def event(at: datetime | str | None, source: str, what: str) -> None:
         events.append({"At": iso(at), "Source": source, "Event": what})
 
+    stored = ports.states.get(order_id)
+    try:
+        row = ports.orders.get(order_id)
+    except DependencyUnavailable as unread:
+        row = None
+        event(None, "orders database", f"not read: {unread.detail}")
+    if stored is None and row is None:
+        raise Refused(f"no order {order_id!r}")
     if row is not None:
         event(row.CreatedAt, "orders database", f"received: {len(row.Lines)} line(s), total {row.Total}")
         event(row.UpdatedAt, "orders database", f"status {row.Status}")
@@ -108,14 +114,22 @@ def timeline(ports: Ports, out: Output, order_id: str) -> None:
         if entry.Outcome is not None:
             outcome = f"{entry.Action}: {entry.Outcome}" + (f" ({entry.Error})" if entry.Error else "")
             event(entry.OutcomeAt, "compensation log", outcome)
-    browser = queues.browser(ports)
+    browser = browser or queues.browser(ports)
+
+    def bodies(name: str) -> list[dict[str, Any]]:
+        try:
+            return queues.bodies(browser, name, order_id)
+        except Refused as refused:  # e.g. an operator with no role on another app's status queue
+            event(None, name, f"not read: {refused}")
+            return []
+
     queue = row.StatusQueue if row is not None else stored.record.StatusQueue if stored else None
     for name in filter(None, [queue]):
-        for body in queues.bodies(browser, name, order_id):
+        for body in bodies(name):
             detail = f": {body['Detail']}" if body.get("Detail") else ""
             event(body.get("At"), name, f"status {body.get('Status')}{detail}")
     alerts = ports.settings.alerts_queue
-    for body in queues.bodies(browser, alerts, order_id):
+    for body in bodies(alerts):
         event(body.get("At"), alerts, f"{body.get('Event')}: {body.get('Reason')}")
     events.sort(key=lambda e: e["At"])
     out.show(f"Order {order_id}", events, ["At", "Source", "Event"])

@@ -270,18 +270,22 @@ def pyodbc_orders_repository(
     *,
     login_timeout: int = 15,
     query_timeout: int = 15,
+    attrs_before: Callable[[], dict[int, Any]] | None = None,
 ) -> SqlOrdersRepository:
     """The same repository through pyodbc (Azure SQL with ODBC Driver 18, PostgreSQL, SQLite-ODBC).
 
     ``schema``: DDL to run first (tests and local set-up: ``SQLITE_SCHEMA``, ``POSTGRESQL_SCHEMA``);
     in Azure the post-provision script owns it. The timeouts (seconds) bound a server that
     accepts the connection and then says nothing: without them a call would hang for as long
-    as the TCP connection lives, past the message lock and the step window.
+    as the TCP connection lives, past the message lock and the step window. ``attrs_before``:
+    connection attributes made for each new connection (a fresh Entra access token each time:
+    ``adapters.azure_profile.sql_access_token``).
     """
     import pyodbc  # noqa: PLC0415 - only the profiles that use ODBC need the driver manager
 
     def connect() -> Connection:
-        connection = pyodbc.connect(connection_string, autocommit=False, timeout=login_timeout)
+        before = {"attrs_before": attrs_before()} if attrs_before else {}
+        connection = pyodbc.connect(connection_string, autocommit=False, timeout=login_timeout, **before)
         # SQL_ATTR_CONNECTION_TIMEOUT: ODBC Driver 18 and SQLite-ODBC have it. psqlODBC does not:
         # libpq's own options bound it there, in the connection string (docs/operating.md "Transient faults").
         with contextlib.suppress(pyodbc.Error):

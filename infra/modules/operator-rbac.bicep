@@ -13,6 +13,7 @@
 // | ops alerts, alerts ack / drain, show           | queue operator-alerts          | Azure Service Bus Data Receiver     |
 // | ops dlq list / resubmit <queue>                | queues orders, agent-requests, agent-replies | Data Receiver (peek, take the dead letter) + Data Sender (send it back) |
 // | ops smoke --app <sample app>, ops show         | queue status-<sample app>      | Azure Service Bus Data Receiver (peek only: the app's own receiver still gets them) |
+// | ops instances (Azure Storage backend)          | table <hub>Instances (host storage) | Storage Table Data Reader     |
 
 @description('Object ID of the deploying principal (azd principalId).')
 param operatorPrincipalId string
@@ -49,6 +50,12 @@ param dataStorageName string
 
 @description('Name of the compensation log table.')
 param compensationLogTableName string
+
+@description('Name of the Functions host storage account, which holds the task hub (Azure Storage backend).')
+param hostStorageName string
+
+@description('The task hub\'s instance table (<hub>Instances), which `ops instances` reads; empty on the Durable Task Scheduler, whose task hub is not in storage.')
+param taskHubInstancesTableName string
 
 var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
 var serviceBusDataReceiver = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
@@ -213,5 +220,34 @@ resource stateReader 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2
     principalId: operatorPrincipalId
     roleDefinitionId: '${cosmosAccount.id}/sqlRoleDefinitions/${cosmosDataReader}'
     scope: '${cosmosAccount.id}/dbs/${cosmosDatabaseName}'
+  }
+}
+
+// --- the task hub (Azure Storage backend): ops instances reads its Instances table -------------
+
+resource hostStorage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: hostStorageName
+}
+
+resource hostTableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' existing = {
+  parent: hostStorage
+  name: 'default'
+}
+
+// The table main.bicep declares in the host storage account (the Durable extension would make it
+// on its first start, after this deployment): the narrowest scope Azure RBAC has for it. The
+// account's table service would also expose the History table (orchestration inputs and outputs).
+resource taskHubInstancesTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
+  parent: hostTableService
+  name: taskHubInstancesTableName
+}
+
+resource taskHubInstancesReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(taskHubInstancesTableName)) {
+  name: guid(taskHubInstancesTable.id, operatorPrincipalId, storageTableDataReader)
+  scope: taskHubInstancesTable
+  properties: {
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
   }
 }

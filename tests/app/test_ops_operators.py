@@ -1,16 +1,22 @@
 """``ops`` as operators expect: readable records, an order's timeline, ``--json`` anywhere, one-line
 errors with exit codes, any registered app, and alerts acknowledged off their queue."""
 
+import dataclasses
 import io
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
+from domain.errors import DependencyUnavailable
+from ops import orders, queues
 from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
+from ops.errors import Refused
+from ops.output import Output
 from tests.support.app import App, submission
 from tests.support.scripted_agent import Answer
 
@@ -138,3 +144,43 @@ def test_smoke_says_how_an_order_that_did_not_complete_ended(app: App) -> None:
     assert code == EXIT_REFUSED
     assert [s.get("Status") for s in steps[1:]] == ["received", "compensated"]
     assert "ended compensated: ChargePayment" in text.splitlines()[-1]
+
+
+def test_show_without_the_orders_database_or_a_queue_shows_the_rest(app: App) -> None:
+    """As under ``--azd`` when Azure SQL keeps the operator out (no driver, its firewall) or a
+    status queue is another app's: one line each says what was not read, and why."""
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    ports = app.ports()
+    local = queues.browser(ports)
+
+    class NoSql:
+        def get(self, order_id: str) -> None:
+            raise DependencyUnavailable("orders database", "the firewall refused this address")
+
+    class NotStatusQueues:
+        def peek(self, queue: str, limit: int) -> Any:
+            if queue.startswith("status-"):
+                raise Refused(f"Service Bus refused the deployer on {queue!r}")
+            return local.peek(queue, limit)
+
+        def resubmit_dead_letter(self, queue: str, message_id: str) -> bool:
+            raise AssertionError("show moves nothing")
+
+        def remove(self, queue: str, message_ids: set[str] | None) -> list[str]:
+            raise AssertionError("show removes nothing")
+
+    out = io.StringIO()
+    unread = dataclasses.replace(ports, orders=NoSql())  # type: ignore[arg-type]
+    orders.timeline(unread, Output(Console(file=out), as_json=True), "o-1", NotStatusQueues())
+    events = json.loads(out.getvalue())
+    assert {
+        "Source": "orders database",
+        "At": "",
+        "Event": "not read: the firewall refused this address",
+    } in events
+    assert any(
+        e["Source"] == "status-app-a" and e["Event"].startswith("not read: Service Bus refused")
+        for e in events
+    )
+    assert any(e["Source"] == "state record" and "Processed" in e["Event"] for e in events)

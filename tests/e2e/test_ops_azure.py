@@ -1,5 +1,6 @@
 """``python -m ops --azd smoke`` against a real deployment: one order as the sample app, through
-the deployed front end, to ``completed`` on the sample app's status queue. It needs Azure: an azd
+the deployed front end, to ``completed`` on the sample app's status queue, then its state record
+with ``ops --azd status``. It needs Azure: an azd
 environment that ``azd up`` deployed, named in ``SAS_TEST_AZD_ENV``, and the deployer's
 ``az login``; without them it is skipped (tests/unit/test_ops_azd.py covers the rest)."""
 
@@ -33,3 +34,17 @@ def test_smoke_completes_an_order_on_the_deployment() -> None:
     assert any(line.startswith("smoke: token: App=") for line in lines)
     assert any(line.startswith("smoke: submitted: OrderID=smoke-") for line in lines)
     assert lines[-1].startswith("smoke: ok:")
+
+    # The same order read from the stores as the deployer (operator-rbac.bicep's roles).
+    submitted = next(line for line in lines if line.startswith("smoke: submitted: OrderID="))
+    order_id = submitted.removeprefix("smoke: submitted: OrderID=").split(",")[0]
+    status = subprocess.run(
+        [sys.executable, "-m", "ops", "--azd-env", ENVIRONMENT, "--json", "status", order_id],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert '"ProcessState": "Processed"' in status.stdout

@@ -12,6 +12,7 @@ from tools.iac import policy
 
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
 OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+ON_DTS = "[deploySimulator=true grantDeployerOperatorRoles=true durableBackend=durableTaskScheduler]"
 BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader: allowed, not to them
 SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
 
@@ -70,16 +71,30 @@ def test_the_simulator_identity_with_another_role_fails(root: Path, clean: Path)
 
 
 @needs_bicep
-def test_a_deployer_role_at_namespace_scope_fails(root: Path, clean: Path) -> None:
-    edit(operator_roles(root), "scope: operatorAlertsQueue\n", "scope: namespace\n")
-    assert_fails(
-        root,
-        ON,
-        "'alertsReceiver' grants the deployer Azure Service Bus Data Receiver at namespace",
-        "broader than `python -m ops` needs",
-        clean=clean,
-    )
-    assert_fails(root, ON, "holds no Azure Service Bus Data Receiver at operator-alerts", clean=clean)
+@pytest.mark.parametrize(
+    ("old", "new", "granted", "missing"),
+    [
+        (
+            "scope: operatorAlertsQueue\n",
+            "scope: namespace\n",
+            "'alertsReceiver' grants the deployer Azure Service Bus Data Receiver at namespace",
+            "holds no Azure Service Bus Data Receiver at operator-alerts",
+        ),
+        (
+            "scope: taskHubInstancesTable\n",
+            "scope: hostStorage\n",
+            "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at",
+            "holds no Storage Table Data Reader at the task hub's Instances table",
+        ),
+    ],
+    ids=["alerts-queue-on-the-namespace", "instances-table-on-the-account"],
+)
+def test_a_deployer_role_broader_than_its_entity_fails(
+    root: Path, clean: Path, old: str, new: str, granted: str, missing: str
+) -> None:
+    edit(operator_roles(root), old, new)
+    assert_fails(root, ON, granted, "broader than `python -m ops` needs", clean=clean)
+    assert_fails(root, ON, missing, clean=clean)
 
 
 @needs_bicep
@@ -98,8 +113,39 @@ def test_a_deployer_sender_on_a_status_queue_fails(root: Path, clean: Path) -> N
 @needs_bicep
 def test_a_deployer_role_outside_the_list_fails(root: Path, clean: Path) -> None:
     edit(operator_roles(root), "'76199698-9eea-4c19-bc75-cec21354c6b6'", f"'{BLOB_READER}'")
-    assert_fails(root, ON, "grants the deployer Storage Blob Data Reader at table", clean=clean)
-    assert_fails(root, ON, "holds no Storage Table Data Reader at table", "ops show", clean=clean)
+    assert_fails(
+        root, ON, "grants the deployer Storage Blob Data Reader at the compensation log", clean=clean
+    )
+    assert_fails(
+        root, ON, "holds no Storage Table Data Reader at the compensation log table", "ops show", clean=clean
+    )
+
+
+@needs_bicep
+@pytest.mark.parametrize(
+    ("table", "needles"),
+    [
+        ("''", (ON, "holds no Storage Table Data Reader at the task hub's Instances table", "ops instances")),
+        # The Durable Task Scheduler keeps its task hub out of storage: no Instances table to read.
+        (
+            "taskHubInstancesTableName",
+            (
+                ON_DTS,
+                "'taskHubInstancesReader' grants the deployer Storage Table Data Reader at the task hub's",
+            ),
+        ),
+    ],
+    ids=["missing-on-azure-storage", "granted-on-the-durable-task-scheduler"],
+)
+def test_the_task_hub_reader_follows_the_durable_backend(
+    root: Path, clean: Path, table: str, needles: tuple[str, ...]
+) -> None:
+    edit(
+        root / "infra" / "main.bicep",
+        "taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName",
+        f"taskHubInstancesTableName: {table}",
+    )
+    assert_fails(root, *needles, clean=clean)
 
 
 @needs_bicep

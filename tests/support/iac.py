@@ -28,6 +28,8 @@ CHECKED = [
     "domain/apps.py",
     "agent_worker/settings.py",
     "adapters/cosmos/state_store.py",
+    "adapters/storage/compensation_log.py",
+    "host.json",
     "emulators/servicebus-config/Config.json",
     "local.settings.sample.json",
     "pyproject.toml",

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from rich.console import Console
 
+from adapters import azure_profile
+from domain.errors import DependencyUnavailable
 from ops import azd
 from ops.cli import EXIT_USAGE, main
 from ops.errors import BadArgument
@@ -180,12 +182,118 @@ def test_only_the_sample_app_submits_against_a_deployment(tmp_path: Path, fake_a
     assert code == EXIT_USAGE and "submits as the sample app (sample-app), not 'b'" in text
 
 
-def test_commands_that_read_the_stores_are_refused_under_azd(tmp_path: Path, fake_azd: Any) -> None:
+@pytest.mark.parametrize("command", ["resubmit", "compensate"])
+def test_commands_that_write_state_records_are_refused_naming_the_role(
+    tmp_path: Path, fake_azd: Any, command: str
+) -> None:
     log = fake_azd(values(tmp_path / "c.pem"))
-    code, text = ops("--azd", "status", "o-1")
+    code, text = ops("--azd", command, "o-1")
     assert code == EXIT_USAGE and len(text.strip().splitlines()) == 1
-    assert "--azd runs smoke, instances, alerts, dlq; status reads the app's stores" in text
+    assert (
+        f"{command} writes the order's state record, which needs Cosmos DB Built-in Data Contributor" in text
+    )
     assert not log.exists()  # refused before azd is asked
+
+
+@pytest.mark.parametrize("command", [["submit", "--order-id", "o-1"], ["token", "--app", "a"], ["schema"]])
+def test_local_commands_are_refused_in_one_line(tmp_path: Path, fake_azd: Any, command: list[str]) -> None:
+    log = fake_azd(values(tmp_path / "c.pem"))
+    code, text = ops("--azd", *command)
+    assert code == EXIT_USAGE and len(text.strip().splitlines()) == 1
+    assert text.startswith(
+        f"ops: --azd runs smoke, instances, alerts, dlq, status, show, list, watch; {command[0]} "
+    )
+    assert not log.exists()
+
+
+COSMOS = "https://cosmos-x.documents.azure.com:443/"
+TABLES = "https://stlogx.table.core.windows.net/"
+SQL_SERVER = "sql-x.database.windows.net"
+
+
+def store_values(cert: Path, **changes: str) -> dict[str, str]:
+    stores = {
+        "COSMOS_ENDPOINT": COSMOS,
+        "COMPENSATION_LOG_TABLE_ENDPOINT": TABLES,
+        "AZURE_SQL_SERVER_FQDN": SQL_SERVER,
+        "AZURE_SQL_DATABASE_NAME": "orders",
+    }
+    return values(cert, **(stores | changes))
+
+
+def test_the_store_commands_read_the_azure_adapters_at_the_deployments_endpoints(tmp_path: Path) -> None:
+    deployment = azd.Deployment(store_values(tmp_path / "c.pem", SAS_COSMOS_CONTAINER="state2"))
+    settings = deployment.store_settings
+    assert settings.profile == "azure"
+    assert (settings.cosmos_endpoint, settings.cosmos_connection) == (COSMOS, None)
+    assert (settings.cosmos_database, settings.cosmos_container) == ("sas", "state2")
+    assert (settings.tables_endpoint, settings.tables_connection) == (TABLES, None)
+    # Built, not connected: the Table client makes no request until the first read.
+    log = azure_profile.table_compensation_log(settings)
+    assert log._table.url == TABLES.rstrip("/") and log._table.table_name == "compensationlog"
+    assert deployment.sql_connection_string == (
+        "Driver={ODBC Driver 18 for SQL Server};Server=tcp:sql-x.database.windows.net,1433;"
+        "Database=orders;Encrypt=yes"
+    )
+    queues = deployment.queues()
+    try:
+        ports = deployment.ports(queues)  # every store built on its first call: nothing sent yet
+        assert ports.settings == settings and ports.settlement is queues.messaging
+        assert ports.leader.acquire("anyone") is False  # ops never runs the Supervisor
+    finally:
+        queues.close()
+
+
+@pytest.mark.parametrize(
+    "missing", ["COSMOS_ENDPOINT", "COMPENSATION_LOG_TABLE_ENDPOINT", "AZURE_SQL_SERVER_FQDN"]
+)
+def test_a_store_command_without_a_stores_endpoint_names_it(
+    tmp_path: Path, fake_azd: Any, missing: str
+) -> None:
+    fake_azd(store_values(tmp_path / "c.pem", **{missing: "<unset>"}))
+    code, text = ops("--azd", "status", "o-1", "--app-dir", str(tmp_path))
+    assert code == EXIT_USAGE and len(text.strip().splitlines()) == 1
+    assert f"the azd environment has no {missing} (an output of infra/main.bicep" in text
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ...]] = []
+
+    def get_token(self, *scopes: str) -> Any:
+        self.asked.append(scopes)
+        return SimpleNamespace(token="tok", expires_on=0)
+
+
+@pytest.mark.emulators  # pyodbc needs unixODBC's driver manager (make system-deps)
+def test_azure_sql_is_signed_in_with_the_deployers_token_on_each_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token goes in the driver's access-token attribute (1256), asked for per connection; a
+    driver that cannot connect is the orders database unavailable, which ``show`` reports."""
+    import pyodbc  # noqa: PLC0415 - only this test needs the driver manager
+
+    deployment = azd.Deployment(store_values(tmp_path / "c.pem"))
+    credential = Recording()
+    attempts: list[tuple[str, dict[str, Any]]] = []
+
+    def connect(connection_string: str, **options: Any) -> Any:
+        attempts.append((connection_string, options))
+        raise pyodbc.InterfaceError("IM002", "[IM002] Data source name not found (no ODBC Driver 18)")
+
+    monkeypatch.setattr(pyodbc, "connect", connect)
+    repository = azure_profile.token_sql_orders_repository(
+        deployment.store_settings, deployment.sql_connection_string, credential
+    )
+    assert attempts == [] and credential.asked == []  # built, not connected
+    orders = azd._OrdersAsDeployer(repository)
+    with pytest.raises(DependencyUnavailable, match=r"Azure SQL as the deployer: .*IM002"):
+        orders.get("o-1")
+    token = "tok".encode("utf-16-le")
+    [(connection_string, options)] = attempts
+    assert connection_string == deployment.sql_connection_string
+    assert options["attrs_before"] == {1256: len(token).to_bytes(4, "little") + token}
+    assert credential.asked == [("https://database.windows.net/.default",)]
 
 
 def test_without_azd_on_path_the_error_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

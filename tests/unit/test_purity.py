@@ -193,7 +193,12 @@ def test_the_unmutated_copy_keeps_every_rule(copy: Path) -> None:
         ("services", "services/fenced.py", "import bootstrap", "services.fenced -> bootstrap -> adapters"),
         ("adapters", "adapters/clock.py", "from services import fenced", "adapters.clock -> services"),
         ("shipped", "settings.py", "import devhost.clock", "settings -> devhost"),
-        ("shipped", "agent_worker/worker.py", "import standins.ports", "agent_worker.worker -> standins"),
+        (
+            "shipped",
+            "agent_worker/remote.py",
+            "from standins import ports",
+            "agent_worker.remote -> standins",
+        ),
         ("shipped", "function_app.py", "import tools.shipping", "function_app -> tools"),
         ("devhost", "devhost/clock.py", "from domain import ports", "devhost.clock -> domain"),
         ("devhost", "devhost/indexing.py", "import function_app", "devhost.indexing -> function_app"),

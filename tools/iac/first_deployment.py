@@ -11,17 +11,20 @@ both on (and a probe principal ID as the deployer) and with both off:
   identity holds ``policy.SIMULATOR_ROLES`` (AcrPull) and nothing else; the project's resource and
   settings rules hold for it too;
 - on: every role the deployer holds is one of ``policy.OPERATOR_ROLES`` at a scope listed there
-  (a queue, the sample app's status queue, the Cosmos DB database, the compensation log table),
-  and each of those the ``ops`` commands need is granted;
+  (a queue, the sample app's status queue, the Cosmos DB database, the compensation log table, the
+  task hub's ``<hubName>Instances`` table), and each of those the ``ops`` commands need is granted;
+  on the Durable Task Scheduler (evaluated on too) the task hub is not in storage, and the deployer
+  holds no role on an Instances table;
 - off: no simulator, no role held by its identity, and no role for the deployer at all.
 """
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.iac import cross_checks, isolation, policy
+from tools.iac import code_facts, cross_checks, isolation, policy
 from tools.iac.bicep import Instance, Resource, ResourceRef, Unknown
 from tools.iac.infra_rules import Deployment, check_resources, parameters_json, parameters_json_values
 from tools.iac.problems import Problem, Report
@@ -30,10 +33,14 @@ PROBE_DEPLOYER = "d0000000-0000-4000-8000-00000000000d"
 ROLE_TYPES = isolation.ROLE_TYPES
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
 OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+ON_DTS = (
+    f"[deploySimulator=true grantDeployerOperatorRoles=true durableBackend={policy.DURABLE_TASK_SCHEDULER}]"
+)
 INTERPOLATED = re.compile(r"\$\{([^{}]+)\}")
 ROLE_NAMES = {guid.lower(): name for name, guid in policy.ALLOWED_ROLES.items()}
 Origin = tuple[tuple[str, ...], str]
 TABLE = "microsoft.storage/storageaccounts/tableservices/tables"
+COMPENSATION_LOG_ADAPTER = "adapters/storage/compensation_log.py"
 
 
 def check(root: Path, deployment: Deployment | None, report: Report) -> None:
@@ -47,6 +54,8 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     if missing:
         return
     on, off = _evaluate(root, main, on=True), _evaluate(root, main, on=False)
+    on_dts = _evaluate(root, main, on=True, backend=policy.DURABLE_TASK_SCHEDULER)
+    tables = _table_scopes(root)
     own = Report()
     check_resources(on, own)
     cross_checks.check(root, on, own)
@@ -54,16 +63,18 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         _add(report, problem)
     _check_simulator_on(on, report)
     _check_simulator_off(off, report)
-    _check_deployer_on(on, main, report)
-    _check_deployer_off(off, report)
+    _check_deployer_on(on, main, tables, report)
+    _check_deployer_on(on_dts, main, tables, report, label=ON_DTS)
+    _check_deployer_off(off, tables, report)
     _check_sample_app(root, main, report)
 
 
-def _evaluate(root: Path, main: Instance, *, on: bool) -> Deployment:
+def _evaluate(root: Path, main: Instance, *, on: bool, backend: str | None = None) -> Deployment:
     instance = Instance(main.file, {}, main.loader)
     instance.complete_params(
         {
             **parameters_json_values(root),
+            **({policy.DURABLE_BACKEND_PARAM: backend} if backend else {}),
             policy.DEPLOY_SIMULATOR_PARAM: on,
             policy.OPERATOR_ROLES_PARAM: on,
             policy.DEPLOYER_PARAM: PROBE_DEPLOYER,
@@ -208,8 +219,26 @@ def _check_simulator_off(off: Deployment, report: Report) -> None:
 # --- the deployer's roles ------------------------------------------------------------------------
 
 
-def _scope(assignment: Resource) -> str:
-    """Where a deployer's role applies: a queue's name, 'database', 'table', or what else it is."""
+def _table_scopes(root: Path) -> dict[str, str]:
+    """The tables a deployer's role may be scoped to, by name: the compensation log's (the
+    adapter's TABLE) and the task hub's Instances table (host.json hubName + "Instances")."""
+    scopes: dict[str, str] = {}
+    try:
+        name, _ = code_facts.module_constant(root, COMPENSATION_LOG_ADAPTER, "TABLE")
+        scopes[name] = policy.COMPENSATION_LOG_TABLE
+    except (OSError, SyntaxError, code_facts.CodeError):
+        pass  # cross_checks reports unreadable code; every table is then named as it is
+    try:
+        hub = json.loads((root / "host.json").read_text())["extensions"]["durableTask"]["hubName"]
+        scopes[f"{hub}Instances"] = policy.TASK_HUB_INSTANCES_TABLE
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return scopes
+
+
+def _scope(assignment: Resource, tables: dict[str, str]) -> str:
+    """Where a deployer's role applies: a queue's name, 'database', one of ``tables``, or what
+    else it is."""
     if assignment.type.lower().endswith("/sqlroleassignments"):
         scope = assignment.get("properties", "scope")
         text = scope if isinstance(scope, str) else scope.partial if isinstance(scope, Unknown) else ""
@@ -218,7 +247,8 @@ def _scope(assignment: Resource) -> str:
     if isinstance(scope, ResourceRef):
         found = scope.instance.resources(scope.symbol)
         if len(found) == 1 and found[0].type.lower() == TABLE:
-            return "table"
+            name = found[0].name
+            return tables.get(name, f"table {name!r}") if isinstance(name, str) else "a table"
     where = isolation.scope_of(assignment)
     return where.name if where.kind == "queue" else str(where)
 
@@ -235,39 +265,45 @@ def _allowed(role: str, scope: str) -> bool:
     return any(_covers(allowed, scope) for allowed in scopes)
 
 
-def _deployer_roles(deployment: Deployment) -> list[tuple[Resource, str, str]]:
+def _deployer_roles(deployment: Deployment, tables: dict[str, str]) -> list[tuple[Resource, str, str]]:
     return [
-        (a, isolation.role_of(a), _scope(a))
+        (a, isolation.role_of(a), _scope(a, tables))
         for a in deployment.resources(*ROLE_TYPES)
         if a.deployed is not False and a.get("properties", "principalId") == PROBE_DEPLOYER
     ]
 
 
-def _check_deployer_on(on: Deployment, main: Instance, report: Report) -> None:
-    held = _deployer_roles(on)
+def _check_deployer_on(
+    on: Deployment, main: Instance, tables: dict[str, str], report: Report, label: str = ON
+) -> None:
+    """``label`` ON_DTS: the Durable Task Scheduler, whose task hub has no Instances table."""
+    held = _deployer_roles(on, tables)
+    storage_hub = label != ON_DTS
     for assignment, role, scope in held:
-        if not _allowed(role, scope):
+        if not _allowed(role, scope) or (scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub):
             report.add(
                 assignment.file.rel,
                 assignment.line,
-                f"{ON} role assignment '{assignment.symbol}' grants the deployer "
+                f"{label} role assignment '{assignment.symbol}' grants the deployer "
                 f"{ROLE_NAMES.get(role, role)} at {scope}: broader than `python -m ops` needs",
                 "grant only tools/iac/policy.py OPERATOR_ROLES, each scoped to its entity",
             )
     line = main.file.line_of(f"param {policy.OPERATOR_ROLES_PARAM} ")
     for role, (scopes, why) in policy.OPERATOR_ROLES.items():
         for scope in sorted(scopes):
+            if scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub:
+                continue
             if not any(r == role and _covers(scope, s) for _, r, s in held):
                 report.add(
                     main.file.rel,
                     line,
-                    f"{ON} the deployer holds no {ROLE_NAMES[role]} at {scope}: {why}",
+                    f"{label} the deployer holds no {ROLE_NAMES[role]} at {scope}: {why}",
                     "grant it, scoped to that entity (modules/operator-rbac.bicep)",
                 )
 
 
-def _check_deployer_off(off: Deployment, report: Report) -> None:
-    for assignment, role, scope in _deployer_roles(off):
+def _check_deployer_off(off: Deployment, tables: dict[str, str], report: Report) -> None:
+    for assignment, role, scope in _deployer_roles(off, tables):
         report.add(
             assignment.file.rel,
             assignment.line,

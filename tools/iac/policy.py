@@ -27,8 +27,8 @@ ALLOWED_ROLES: dict[str, str] = {
     "Durable Task Data Contributor": "0ad04412-c4d5-4796-b79c-f76d14c8d402",
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
-    # Only the deployer's, only on the compensation log table, with grantDeployerOperatorRoles:
-    # `ops show` reads an order's compensation entries (OPERATOR_ROLES).
+    # Only the deployer's, with grantDeployerOperatorRoles, on one table each (OPERATOR_ROLES):
+    # `ops show` reads the compensation log, `ops instances` the task hub's Instances table.
     "Storage Table Data Reader": "76199698-9eea-4c19-bc75-cec21354c6b6",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
 }
@@ -220,7 +220,11 @@ SIMULATOR_ROLES: frozenset[str] = frozenset({ALLOWED_ROLES["AcrPull"]})
 DEPLOYER_PARAM = "principalId"
 # What the deployer may hold with grantDeployerOperatorRoles, and nothing else: role GUID -> the
 # scopes it may have (a queue's name, "status-*" for the sample app's status queue, "database" for
-# Cosmos DB's database, "table" for the compensation log table) and which ops command needs it.
+# Cosmos DB's database, one of the two tables below) and which ops command needs it.
+COMPENSATION_LOG_TABLE = "the compensation log table"
+# The Azure Storage backend's <hubName>Instances table (host.json hubName): on the Durable Task
+# Scheduler the task hub is not in storage, and the deployer gets no role for it.
+TASK_HUB_INSTANCES_TABLE = "the task hub's Instances table"
 OPERATOR_ROLES: dict[str, tuple[frozenset[str], str]] = {
     ALLOWED_ROLES["Azure Service Bus Data Receiver"]: (
         frozenset({"operator-alerts", "orders", "agent-requests", "agent-replies", "status-*"}),
@@ -235,7 +239,7 @@ OPERATOR_ROLES: dict[str, tuple[frozenset[str], str]] = {
         "ops status, show, list and watch read state records",
     ),
     ALLOWED_ROLES["Storage Table Data Reader"]: (
-        frozenset({"table"}),
-        "ops show reads the compensation log",
+        frozenset({COMPENSATION_LOG_TABLE, TASK_HUB_INSTANCES_TABLE}),
+        "ops show reads the compensation log, ops instances the task hub's Instances table",
     ),
 }
