@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from adapters.servicebus.agent_queues import LocalAgentMessaging
 from adapters.servicebus.local_bus import LocalServiceBus
@@ -21,24 +20,12 @@ from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
 from demo.stack import Stack, http_json, wait_for
 from domain.messages import AgentRequest
-from simulator.app import SIMULATOR, create_app
+from simulator.app import SIMULATOR
 from simulator.profile import FaultProfile
+from tests.support.simulator import start_simulator
 
 REQUESTS, REPLIES = "agent-requests", "agent-replies"
 POLL = 0.02  # seconds between looks at the clock while a scenario's time passes
-
-
-def start_simulator(
-    loop: asyncio.AbstractEventLoop, tmp_path: Path
-) -> tuple[web.Application, web.AppRunner, int]:
-    """The simulator in this process, on a free loopback port; stop it with ``runner.cleanup()``."""
-    app = create_app(tmp_path / "ledger.db", FaultProfile())
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port: int = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return app, runner, port
 
 
 class Rig:

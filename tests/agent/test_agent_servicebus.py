@@ -21,7 +21,7 @@ from agent_worker.worker import Agent
 from domain.messages import AgentRequest
 from simulator.app import SIMULATOR
 from simulator.profile import FaultProfile
-from tests.agent.test_agent import start_simulator
+from tests.support.simulator import start_simulator
 
 REQUESTS, REPLIES = "agent-requests", "agent-replies"
 

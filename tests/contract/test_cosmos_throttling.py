@@ -16,8 +16,8 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from adapters import azure_profile
 from settings import Settings, SettingsError
-from tests.contract.test_state_store_contract import pending
 from tests.support.clock import T0
+from tests.support.records import pending
 
 
 class ThrottlingTransport(RequestsTransport):

@@ -10,25 +10,9 @@ import pytest
 
 from domain.errors import RecordNotFound
 from domain.order_status import status_version
-from domain.ports import InsertOutcome, OrderLineRow, OrderRow, OrdersRepository
+from domain.ports import InsertOutcome, OrderLineRow, OrdersRepository
 from tests.support.clock import T0
-
-
-def order(order_id: str = "o-1", *, order_hash: str = "a" * 64) -> OrderRow:
-    return OrderRow(
-        OrderID=order_id,
-        Customer="Contoso Ltd",
-        Total=Decimal("30.05"),
-        StatusQueue="status-app-a",
-        OrderHash=order_hash,
-        Status="Received",
-        Lines=(
-            OrderLineRow(Sku="SKU-1", Quantity=1, UnitPrice=Decimal("10.05")),
-            OrderLineRow(Sku="SKU-2", Quantity=2, UnitPrice=Decimal("10.00")),
-        ),
-        CreatedAt=T0,
-        UpdatedAt=T0,
-    )
+from tests.support.orders import order
 
 
 def test_insert_then_get_round_trips_exact_values(orders_repository: OrdersRepository) -> None:

@@ -34,8 +34,8 @@ from adapters.sql.orders import (
 )
 from domain.ports import InsertOutcome
 from settings import Settings
-from tests.contract.test_orders_repository_contract import order
 from tests.support.emulators import new_postgres_database
+from tests.support.orders import order
 from tests.support.tiers import backend_params
 
 # --- the real engines: each one's duplicate-key error is recognised, and only that error ---

@@ -10,45 +10,15 @@ with ``statusQueryGetUri`` in hand would make them.
 
 import json
 from datetime import timedelta
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
 from devhost.durable_api import BASE
 from tests.support.devhost_sample import Sample
+from tests.support.durable_http import JSON, call, start
 
 HTTP_API = "https://learn.microsoft.com/azure/azure-functions/durable/durable-functions-http-api"
-
-
-def call(
-    sample: Sample,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, Any, dict[str, str]]:
-    """A request to the webhook API: status, the JSON body (or None), the headers."""
-
-    async def request() -> tuple[int, Any, dict[str, str]]:
-        url = path if path.startswith("http") else sample.host.base_url + BASE + path
-        async with (
-            aiohttp.ClientSession() as session,
-            session.request(method, url, data=body, headers=headers or {}) as response,
-        ):
-            text = await response.text()
-            return response.status, json.loads(text) if text else None, dict(response.headers)
-
-    return sample.run(request())
-
-
-def start(sample: Sample, name: str, value: object = None, instance_id: str = "") -> dict[str, Any]:
-    suffix = f"/{instance_id}" if instance_id else ""
-    body = None if value is None else json.dumps(value).encode()
-    status, payload, _ = call(sample, "POST", f"/orchestrators/{name}{suffix}", body)
-    assert status == 202, payload
-    return dict(payload)
 
 
 def finish(sample: Sample, instance_id: str) -> None:
@@ -324,9 +294,6 @@ def test_purge_by_filters_needs_created_time_from_and_keeps_running_ones(sample:
 
 
 # --- raise event (HandleRaiseEventRequestAsync) ------------------------------------------------
-
-
-JSON = {"Content-Type": "application/json"}
 
 
 def test_raise_event_on_unknown_and_ended_instances(sample: Sample) -> None:

@@ -9,8 +9,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from tests.devhost.test_durable_http_api import JSON, call, start
 from tests.support.devhost_sample import Sample
+from tests.support.durable_http import JSON, call, start
 
 
 def status(sample: Sample, urls: dict[str, Any], query: str = "") -> dict[str, Any]:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.iac.test_iac import BICEP_PYTHON, CHECKOV_PYTHON, NO_BICEP, NO_CHECKOV, copy_repo
+from tests.support.iac import BICEP_PYTHON, CHECKOV_PYTHON, NO_BICEP, NO_CHECKOV, copy_repo
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import json
 import re
 
 from bench import dts_actions
-from tests.iac.test_iac import REPO
+from tests.support.iac import REPO
 
 TABLE = re.compile(r"<!-- dts-actions -->\n(.*?)\n<!-- /dts-actions -->", re.S)
 

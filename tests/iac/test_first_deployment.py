@@ -1,13 +1,13 @@
 """A first deployment's options (deploySimulator, grantDeployerOperatorRoles): the project checker
 evaluates both on and both off (tools/iac/first_deployment.py), and breaking what either needs —
-in a copy of the repository — fails, naming it. The helpers are test_iac.py's; the fixtures
+in a copy of the repository — fails, naming it. The helpers are tests/support/iac.py's; the fixtures
 (``clean``, ``root``) tests/iac/conftest.py's."""
 
 from pathlib import Path
 
 import pytest
 
-from tests.iac.test_iac import assert_fails, edit, needs_bicep
+from tests.support.iac import assert_fails, edit, needs_bicep
 from tools.iac import policy
 
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"

@@ -1,6 +1,7 @@
 """The deployment options (durableBackend, networkIsolation): the project checker evaluates every
 combination, and breaking what one combination needs — in a copy of the repository — fails,
-naming the combination. The helpers and fixtures are test_iac.py's."""
+naming the combination. The helpers are tests/support/iac.py's; the fixtures (``clean``, ``root``)
+tests/iac/conftest.py's."""
 
 import re
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.iac.test_iac import (
+from tests.support.iac import (
     BICEP_PYTHON,
     REPO,
     assert_fails,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.iac.test_iac import assert_fails, copy_repo, edit, needs_bicep
+from tests.support.iac import assert_fails, copy_repo, edit, needs_bicep
 
 WORKBOOK = "infra/modules/workbook.bicep"
 

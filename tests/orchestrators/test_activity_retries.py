@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from orchestrators.order_attempt import ACTIVITY_RETRY_DELAYS
-from tests.orchestrators.test_agent_replies import History, actions, replay, scheduled
+from tests.support.histories import History, actions, replay, scheduled
 
 
 def started() -> History:

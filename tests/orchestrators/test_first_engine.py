@@ -11,8 +11,8 @@ from domain.ids import request_message_id
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from orchestrators.first_engine import run_workflow
 from orchestrators.order_attempt import agent_event
-from tests.orchestrators.test_agent_replies import COMPLETE_BY, INSTANCE, History, actions
-from tests.orchestrators.test_agent_replies import replay as replay_through
+from tests.support.histories import COMPLETE_BY, INSTANCE, History, actions
+from tests.support.histories import replay as replay_through
 
 ORDER = {
     "OrderID": "o-1",

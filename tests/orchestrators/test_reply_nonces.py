@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from domain.ids import reply_event, request_id, request_message_id, request_nonce
-from tests.orchestrators.test_agent_replies import (
+from tests.support.histories import (
     COMPLETE_BY,
     INSTANCE,
     RESERVE,

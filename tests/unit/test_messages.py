@@ -22,14 +22,7 @@ from domain.messages import (
     parse_message,
 )
 from tests.support.clock import T0
-from tests.support.orders import make_submission
-
-
-def body(**changes: object) -> str:
-    """An order as a submitting app posts it."""
-    data = json.loads(make_submission().model_dump_json(exclude={"SubmittedBy", "StatusQueue"}))
-    data.update(changes)
-    return json.dumps(data)
+from tests.support.orders import body, line, make_submission
 
 
 def test_a_valid_submission_parses() -> None:
@@ -99,12 +92,6 @@ def test_identifiers_derived_from_the_order_id() -> None:
     assert parse_instance_id("o-1-3") == ("o-1", 3)
     assert idempotency_key("o-1", "Charge") == "o-1:Charge"
     assert request_message_id("o-1-3", "Charge") == "o-1-3:Charge"
-
-
-def line(**changes: object) -> str:
-    data = json.loads(body())
-    data["Lines"][0].update(changes)
-    return json.dumps(data)
 
 
 @pytest.mark.parametrize(

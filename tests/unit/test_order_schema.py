@@ -7,7 +7,7 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
 from domain.messages import InvalidMessage, OrderSubmission, parse_message
-from tests.unit.test_messages import body, line
+from tests.support.orders import body, line
 from tools.order_schema import SCHEMA_FILE, render
 
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
