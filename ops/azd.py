@@ -80,9 +80,14 @@ ORIGINS = {
     "COSMOS_ENDPOINT": "an output of infra/main.bicep: the state records' Cosmos DB account",
     "COMPENSATION_LOG_TABLE_ENDPOINT": "an output of infra/main.bicep: the compensation log's tables",
     "AZURE_SQL_SERVER_FQDN": "an output of infra/main.bicep: the orders database's server",
-    "SAS_SAMPLE_APP_CLIENT_ID": "the post-provision step registers the sample app",
-    "SAS_SAMPLE_APP_CERT_PATH": "the post-provision step makes the sample app's certificate",
-    "API_AUDIENCE": "the front end's API is registered first: docs/deploying.md",
+    "AZURE_SQL_DATABASE_NAME": "an output of infra/main.bicep: the orders database",
+    "AZURE_FUNCTION_APP_URL": "an output of infra/main.bicep: the front end",
+    "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "an output of infra/main.bicep: the queues",
+    "AZURE_TENANT_ID": "the pre-provision step and infra/main.bicep set it",
+    "SAS_SAMPLE_APP_CLIENT_ID": "the pre-provision step registers the sample app",
+    "SAS_SAMPLE_APP_CERT_PATH": "the pre-provision step makes the sample app's certificate",
+    "API_AUDIENCE": "an output of infra/main.bicep, empty until the pre-provision step has registered "
+    "the front end's API: docs/deploying.md",
 }
 
 

@@ -39,7 +39,7 @@ try {
     Write-Host "postprovision: database user for $env:API_IDENTITY_NAME"
     Invoke-Sql @('-v', "APP_IDENTITY_NAME=$($env:API_IDENTITY_NAME)", '-i', (Join-Path $sqlDir 'users.sql'))
     Write-Host "postprovision: the front end's Orders.Submit app role and its submitting apps' assignments"
-    python (Join-Path $PSScriptRoot 'app_roles.py')
+    & $python (Join-Path $PSScriptRoot 'app_roles.py')
     if ($LASTEXITCODE -ne 0) { throw 'app_roles.py failed' }
     Write-Host 'postprovision: done'
 }

@@ -26,8 +26,8 @@ done
 sql_dir="$(cd "$(dirname "$0")/../sql" && pwd)"
 rule="azd-postprovision"
 
-# The server admits Azure services only (firewall rule 0.0.0.0); open it to this machine for the
-# length of the script. SAS_CLIENT_IP overrides the address lookup (e.g. behind a proxy).
+# The server admits the Function App's subnet only (no "allow Azure services" rule); open it to
+# this machine for the length of the script. SAS_CLIENT_IP overrides the address lookup (a proxy).
 client_ip="${SAS_CLIENT_IP:-$(curl -fsS https://api.ipify.org)}"
 echo "postprovision: allowing $client_ip on $AZURE_SQL_SERVER_NAME while the scripts run"
 az sql server firewall-rule create --resource-group "$AZURE_RESOURCE_GROUP" --server "$AZURE_SQL_SERVER_NAME" \
@@ -66,5 +66,5 @@ rm -f "$schema"
 echo "postprovision: database user for $API_IDENTITY_NAME"
 run_sql -v APP_IDENTITY_NAME="$API_IDENTITY_NAME" -i "$sql_dir/users.sql"
 echo "postprovision: the front end's Orders.Submit app role and its submitting apps' assignments"
-python3 "$(dirname "$0")/app_roles.py"
+"$python" "$(dirname "$0")/app_roles.py"
 echo "postprovision: done"

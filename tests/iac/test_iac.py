@@ -876,7 +876,7 @@ def test_the_app_role_is_for_applications_only(root: Path, clean: Path) -> None:
 
 @needs_bicep
 def test_the_hooks_must_run_the_app_role_step(root: Path, clean: Path) -> None:
-    edit(root / "infra/scripts/postprovision.sh", 'python3 "$(dirname "$0")/app_roles.py"\n', "")
+    edit(root / "infra/scripts/postprovision.sh", '"$python" "$(dirname "$0")/app_roles.py"\n', "")
     assert_fails(root, "postprovision.sh", "does not run", clean=clean)
 
 

@@ -43,7 +43,7 @@ def values(cert: Path, **changes: str) -> dict[str, str]:
 
 
 def certificate(path: Path) -> Path:
-    """A self-signed certificate with its private key, PEM, as the post-provision step makes one."""
+    """A self-signed certificate with its private key, PEM, as the pre-provision step makes one."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sample-app")])
     now = datetime.now(UTC)
