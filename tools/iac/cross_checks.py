@@ -477,6 +477,7 @@ def _check_queues(
     bicep: dict[str, Queue] | None,
     emulator: dict[str, Queue] | None,
     report: Report,
+    *,
     local_only: set[str],
 ) -> None:
     places = [(label, q) for label, q in (("the Bicep", bicep), (EMULATOR_CONFIG, emulator)) if q is not None]
