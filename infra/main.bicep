@@ -58,8 +58,22 @@ param simulatorImageName string = ''
 @description('First deployment: grant the deploying principal (principalId) the data-plane roles `python -m ops` needs to read orders, state and alerts and handle dead letters (modules/operator-rbac.bicep). Off for production, where operators get them through their own groups.')
 param grantDeployerOperatorRoles bool = false
 
-@description('The submitting app whose status queue (status-<name>) the deployer may read with grantDeployerOperatorRoles, for `ops smoke`; an entry of submittingApps.')
+// The sample app is its own switch, not deploySimulator's: each removes a different first-deployment
+// stand-in (a certificate on the deployer's machine that may submit orders; a fake remote service),
+// and a staging environment pointed at the real remote service still wants `ops smoke` as the
+// sample app. main.parameters.json defaults it to SAS_DEPLOY_SIMULATOR's value, so an environment
+// that turns the simulator off for production leaves the sample app out unless it asks for it.
+@description('First deployment: register the sample submitting app (sampleAppName, the preprovision hook\'s registration with a certificate made on the deployer\'s machine) as a submitting app, with its status queue and, with grantDeployerOperatorRoles, the deployer\'s peek on it for `ops smoke`. Off for production: no sample app in SAS_SUBMITTERS, no queue, no role.')
+param sampleApp bool = false
+
+@description('The sample submitting app\'s name (its status queue is status-<name>); not an entry of submittingApps: sampleApp adds it.')
 param sampleAppName string = 'sample-app'
+
+@description('Client ID of the sample app\'s registration (the preprovision hook sets SAS_SAMPLE_APP_CLIENT_ID); empty: not registered yet.')
+param sampleAppClientId string = ''
+
+@description('Object ID of the sample app\'s service principal (SAS_SAMPLE_APP_PRINCIPAL_ID): the Receiver on its status queue; empty: no role yet.')
+param sampleAppPrincipalId string = ''
 
 @description('Agent image; azd sets SERVICE_AGENT_IMAGE_NAME after the first deploy. Empty: a placeholder image until then.')
 param agentImageName string = ''
@@ -158,6 +172,15 @@ var functionAppName = '${abbrs.webSitesFunctions}api-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
 var compensationLogTableName = 'compensationlog'
 var sqlAdminPrincipalType = principalType == 'ServicePrincipal' ? 'Application' : 'User'
+// The apps the deployment registers: submittingApps, and the sample app first when sampleApp is on.
+var sampleApps = sampleApp ? [
+  {
+    name: sampleAppName
+    clientId: sampleAppClientId
+    principalId: sampleAppPrincipalId
+  }
+] : []
+var registeredApps = concat(sampleApps, submittingApps)
 
 var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
 // The host.json hub name: the task hub of either backend (functionapp.bicep sets it for DTS).
@@ -328,7 +351,7 @@ module serviceBus 'modules/servicebus.bicep' = {
     name: '${abbrs.serviceBusNamespaces}${resourceToken}'
     location: location
     tags: tags
-    submittingApps: submittingApps
+    submittingApps: registeredApps
     // Private endpoints need Premium (docs/deploying.md "Private network" for its cost).
     premium: networkIsolation
     publicNetworkAccess: publicNetworkAccess
@@ -427,7 +450,7 @@ module rbac 'modules/rbac.bicep' = {
   params: {
     appPrincipalId: appIdentity.outputs.principalId
     agentPrincipalId: agentIdentity.outputs.principalId
-    submittingApps: submittingApps
+    submittingApps: registeredApps
     hostStorageName: hostStorage.outputs.name
     dataStorageName: dataStorage.outputs.name
     compensationLogTableName: compensationLogTableName
@@ -456,7 +479,8 @@ module operatorRbac 'modules/operator-rbac.bicep' = if (grantDeployerOperatorRol
     agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
     agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
     operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
-    statusQueueName: 'status-${sampleAppName}'
+    // Empty with sampleApp off: no sample app, no queue, no role on it.
+    statusQueueName: sampleApp ? 'status-${sampleAppName}' : ''
     cosmosAccountName: cosmos.outputs.name
     cosmosDatabaseName: cosmos.outputs.databaseName
     dataStorageName: dataStorage.outputs.name
@@ -492,7 +516,7 @@ module functionApp 'modules/functionapp.bicep' = {
     agentRequestsQueueName: serviceBus.outputs.agentRequestsQueueName
     agentRepliesQueueName: serviceBus.outputs.agentRepliesQueueName
     operatorAlertsQueueName: serviceBus.outputs.operatorAlertsQueueName
-    submittingApps: submittingApps
+    submittingApps: registeredApps
     frontEndClientId: frontEndClientId
     ordersMaxDeliveries: serviceBus.outputs.ordersMaxDeliveryCount
     agentRequestMaxDeliveries: serviceBus.outputs.agentRequestsMaxDeliveryCount

@@ -84,7 +84,7 @@ ORIGINS = {
     "AZURE_FUNCTION_APP_URL": "an output of infra/main.bicep: the front end",
     "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": "an output of infra/main.bicep: the queues",
     "AZURE_TENANT_ID": "the pre-provision step and infra/main.bicep set it",
-    "SAS_SAMPLE_APP_CLIENT_ID": "the pre-provision step registers the sample app",
+    "SAS_SAMPLE_APP_CLIENT_ID": "the pre-provision step registers the sample app (SAS_SAMPLE_APP not false)",
     "SAS_SAMPLE_APP_CERT_PATH": "the pre-provision step makes the sample app's certificate",
     "API_AUDIENCE": "an output of infra/main.bicep, empty until the pre-provision step has registered "
     "the front end's API: docs/deploying.md",

@@ -12,7 +12,7 @@
 // | ops show (the compensation log)                | table compensationlog          | Storage Table Data Reader           |
 // | ops alerts, alerts ack / drain, show           | queue operator-alerts          | Azure Service Bus Data Receiver     |
 // | ops dlq list / resubmit <queue>                | queues orders, agent-requests, agent-replies | Data Receiver (peek, take the dead letter) + Data Sender (send it back) |
-// | ops smoke --app <sample app>, ops show         | queue status-<sample app>      | Azure Service Bus Data Receiver (peek only: the app's own receiver still gets them) |
+// | ops smoke --app <sample app>, ops show         | queue status-<sample app> (main.bicep sampleApp) | Azure Service Bus Data Receiver (peek only: the app's own receiver still gets them) |
 // | ops instances (Azure Storage backend)          | table <hub>Instances (host storage) | Storage Table Data Reader     |
 
 @description('Object ID of the deploying principal (azd principalId).')
@@ -36,7 +36,7 @@ param agentRepliesQueueName string
 @description('Name of the operator alerts queue.')
 param operatorAlertsQueueName string
 
-@description('The sample submitting app\'s status queue (status-<name>), which `ops smoke` peeks.')
+@description('The sample submitting app\'s status queue (status-<name>), which `ops smoke` peeks; empty with main.bicep sampleApp off: no sample app, and no role.')
 param statusQueueName string
 
 @description('Name of the Cosmos DB account.')
@@ -171,7 +171,7 @@ resource agentRepliesSender 'Microsoft.Authorization/roleAssignments@2022-04-01'
 
 // ops smoke --app <sample app>: peeks the sample app's status queue for the order's final status
 // (a peek takes no message from the app, still the queue's only consumer); ops show likewise.
-resource statusReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+resource statusReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(statusQueueName)) {
   name: guid(statusQueue.id, operatorPrincipalId, serviceBusDataReceiver)
   scope: statusQueue
   properties: {

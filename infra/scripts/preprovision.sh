@@ -1,7 +1,7 @@
 #!/bin/sh
 # azd preprovision hook: the Entra registrations a first deployment needs before Bicep reads them
 # (the front end's API, the remote service's audience, the sample submitting app and its
-# certificate): infra/scripts/registrations.py, with the app's venv (make venv; or SAS_PYTHON),
+# certificate, each with its option): infra/scripts/registrations.py, with the app's venv (make venv; or SAS_PYTHON),
 # which has `cryptography` for the certificate. Needs the Azure CLI signed in (`az login`).
 # Idempotent: safe to run again (`azd hooks run preprovision`).
 set -eu

@@ -8,32 +8,37 @@ Idempotent (found by display name, or by the client ID already in the azd enviro
 - with the simulator (``SAS_DEPLOY_SIMULATOR`` not ``false``), the remote service's audience,
   ``sas-remote-<env>``, the same way; ``SAS_REMOTE_CLIENT_ID`` (main.bicep ``remoteClientId``): the
   agent asks a token for it and the simulator admits only the agent's;
-- the sample submitting app ``sample-app`` (main.bicep ``sampleAppName``, listed in
-  main.parameters.json ``submittingApps``), registered as ``sas-sample-app-<env>``, with a
-  certificate credential whose private key never leaves this machine: generated here, kept with
-  its certificate in ``.azure/<env>/<name>.pem`` (mode 0600; ``.azure/`` is git-ignored); only the
-  certificate is uploaded. No client secret. ``SAS_SAMPLE_APP_CLIENT_ID``,
-  ``SAS_SAMPLE_APP_PRINCIPAL_ID`` (its status queue's Receiver), ``SAS_SAMPLE_APP_CERT_PATH``,
-  ``SAS_SAMPLE_APP_NAME``, and ``AZURE_TENANT_ID``.
+- with the sample app (``SAS_SAMPLE_APP``; unset or empty, ``SAS_DEPLOY_SIMULATOR``'s value;
+  both unset, on: main.parameters.json ``sampleApp``), the sample submitting app ``sample-app``
+  (main.bicep ``sampleAppName``, which main.bicep adds to the registered apps), registered as
+  ``sas-sample-app-<env>``, with a certificate credential whose private key never leaves this
+  machine: generated here, kept with its certificate in ``.azure/<env>/<name>.pem`` (mode 0600;
+  ``.azure/`` is git-ignored); only the certificate is uploaded. No client secret.
+  ``SAS_SAMPLE_APP_CLIENT_ID``, ``SAS_SAMPLE_APP_PRINCIPAL_ID`` (its status queue's Receiver),
+  ``SAS_SAMPLE_APP_CERT_PATH``, ``SAS_SAMPLE_APP_NAME``, and ``AZURE_TENANT_ID``;
+- without it (production), no sample app is created, and none keeps a credential: the local key
+  is deleted, every certificate of an earlier run's registration removed (the registration stays,
+  unable to sign in, so switching it on again finds it), and those azd values emptied.
 
 azd reads the environment again after a hook, so the provision that follows uses these values. If
-the signed-in principal may not create registrations, this prints the commands to run and the least
-privilege they need, and exits 0: the provision goes on without them (every submission is then
-refused until they exist and ``azd provision`` runs again).
+the signed-in principal may not create registrations, this prints the command to run and the least
+privilege it needs (azcli.refusal, one line), and exits 0: the provision goes on without them
+(every submission is then refused until they exist and ``azd provision`` runs again).
 
 Run with the app's venv (it has ``cryptography``): preprovision.sh / preprovision.ps1.
 """
 
 import base64
-import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from azcli import AzError, az, refusal
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -43,23 +48,32 @@ CERT_YEARS = 1
 # main.bicep sampleAppName; main.parameters.json lists it in submittingApps (its status queue).
 SAMPLE_APP = "sample-app"
 LEAST_PRIVILEGE = (
-    "a member user may register applications while the tenant lets users do so (its default); "
-    "otherwise the Entra role Application Developer; a pipeline's service principal needs the "
-    "Microsoft Graph application permission Application.ReadWrite.OwnedBy"
+    "the right to register applications: a member user has it while the tenant lets users register "
+    "them (its default), else the Entra role Application Developer; a pipeline's service principal "
+    "needs the Microsoft Graph application permission Application.ReadWrite.OwnedBy"
+)
+# Removing a credential from a registration (the sample app's, switched off).
+OWNER_PRIVILEGE = "ownership of that registration, or the Entra role Cloud Application Administrator"
+# azd's bool parameters read these as false (Go's strconv.ParseBool); anything else here is on.
+FALSE = frozenset({"false", "f", "0"})
+SAMPLE_APP_VALUES = (
+    "SAS_SAMPLE_APP_NAME",
+    "SAS_SAMPLE_APP_CLIENT_ID",
+    "SAS_SAMPLE_APP_PRINCIPAL_ID",
+    "SAS_SAMPLE_APP_CERT_PATH",
+    "SAS_SAMPLE_APP_CERT_THUMBPRINT",
 )
 
 
-class NotAllowed(Exception):
+class Ambiguous(Exception):
     pass
 
 
-def az(*args: str) -> Any:
-    done = subprocess.run(["az", *args, "--output", "json"], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise NotAllowed(
-            f"az {' '.join(args[:3])}: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
-        )
-    return json.loads(done.stdout) if done.stdout.strip() else None
+def switched_on(env: Mapping[str, str], *names: str) -> bool:
+    """As main.parameters.json's ``${A=${B=true}}``: the first of ``names`` set and not empty
+    decides, and with none of them, on."""
+    value = next((env[name] for name in names if env.get(name, "").strip()), "true")
+    return value.strip().lower() not in FALSE
 
 
 def azd_set(name: str, value: str) -> None:
@@ -67,8 +81,8 @@ def azd_set(name: str, value: str) -> None:
     print(f"registrations: {name}={value}")
 
 
-def registration(display_name: str, known_client_id: str) -> dict[str, Any]:
-    """The registration with this client ID, else the one with this display name, else a new one."""
+def existing(display_name: str, known_client_id: str) -> dict[str, Any] | None:
+    """The registration with this client ID, else the one with this display name, else None."""
     if known_client_id:
         found: dict[str, Any] = az("ad", "app", "show", "--id", known_client_id)
         return found
@@ -78,12 +92,16 @@ def registration(display_name: str, known_client_id: str) -> dict[str, Any]:
         if a["displayName"] == display_name
     ]
     if len(same) > 1:
-        raise NotAllowed(
-            f"{len(same)} registrations are named {display_name}: set the client ID with azd env set"
-        )
-    if same:
-        first: dict[str, Any] = same[0]
-        return first
+        raise Ambiguous(f"{len(same)} registrations are named {display_name}")
+    first: dict[str, Any] | None = same[0] if same else None
+    return first
+
+
+def registration(display_name: str, known_client_id: str) -> dict[str, Any]:
+    """The registration with this client ID, else the one with this display name, else a new one."""
+    found = existing(display_name, known_client_id)
+    if found is not None:
+        return found
     print(f"registrations: creating {display_name}")
     created: dict[str, Any] = az(
         "ad", "app", "create", "--display-name", display_name, "--sign-in-audience", "AzureADMyOrg"
@@ -95,7 +113,7 @@ def service_principal(client_id: str) -> str:
     """The object ID of the registration's service principal in this tenant, created if missing."""
     try:
         return str(az("ad", "sp", "show", "--id", client_id)["id"])
-    except NotAllowed:
+    except AzError:
         return str(az("ad", "sp", "create", "--id", client_id)["id"])
 
 
@@ -173,6 +191,38 @@ def sample_app(
     return client_id, service_principal(client_id), own
 
 
+def retire_sample_app(display_name: str, known_client_id: str, pem: Path) -> None:
+    """The sample app switched off: its private key deleted here, and every certificate of its
+    registration, if an earlier run made one, removed from Entra ID (printed as a refusal when
+    the signed-in principal may not)."""
+    if pem.exists():
+        pem.unlink()
+        print(f"registrations: the sample app is off: deleted its private key {pem}")
+    client_id = known_client_id or "<its client ID>"
+    try:
+        app = existing(display_name, known_client_id)
+        if app is None:
+            return
+        client_id = str(app["appId"])
+        for key_id in [str(k["keyId"]) for k in app.get("keyCredentials") or []]:
+            az("ad", "app", "credential", "delete", "--id", client_id, "--key-id", key_id, "--cert")
+            print(f"registrations: the sample app is off: removed certificate {key_id} from {display_name}")
+    except AzError as error:
+        if error.missing:
+            return
+        print(
+            refusal(
+                "registrations",
+                f"remove the certificates of {display_name}, the sample app switched off",
+                error.reason,
+                needed=OWNER_PRIVILEGE,
+                command=f"az ad app credential list --id {client_id} --cert, and for each keyId: "
+                f"az ad app credential delete --id {client_id} --key-id <keyId> --cert",
+                meanwhile="Its private key on this machine is deleted: no one here can sign in as it.",
+            )
+        )
+
+
 def main() -> int:
     env = os.environ
     env_name = env.get("AZURE_ENV_NAME", "")
@@ -183,8 +233,10 @@ def main() -> int:
         )
         return 1
     sample = SAMPLE_APP
+    display_name = f"sas-{sample}-{env_name}"
     pem = Path(".azure", env_name, f"{sample}.pem").resolve()
-    simulator = env.get("SAS_DEPLOY_SIMULATOR", "true").lower() != "false"
+    simulator = switched_on(env, "SAS_DEPLOY_SIMULATOR")
+    with_sample = switched_on(env, "SAS_SAMPLE_APP", "SAS_DEPLOY_SIMULATOR")
     try:
         tenant = str(az("account", "show")["tenantId"])
         azd_set("AZURE_TENANT_ID", tenant)
@@ -193,27 +245,50 @@ def main() -> int:
             azd_set(
                 "SAS_REMOTE_CLIENT_ID", api(f"sas-remote-{env_name}", env.get("SAS_REMOTE_CLIENT_ID", ""))
             )
-        client_id, principal, cert = sample_app(
-            f"sas-{sample}-{env_name}",
-            env.get("SAS_SAMPLE_APP_CLIENT_ID", ""),
-            pem,
-            env.get("SAS_SAMPLE_APP_CERT_THUMBPRINT", ""),
-        )
-    except NotAllowed as refused:
+        if with_sample:
+            client_id, principal, cert = sample_app(
+                display_name,
+                env.get("SAS_SAMPLE_APP_CLIENT_ID", ""),
+                pem,
+                env.get("SAS_SAMPLE_APP_CERT_THUMBPRINT", ""),
+            )
+    except Ambiguous as error:
+        print(f"registrations: {error}: choose one and azd env set its client ID, then: azd provision")
+        return 0
+    except AzError as error:
         print(
-            f"registrations: could not create the Entra registrations ({refused}).\n"
-            f"  Needed: {LEAST_PRIVILEGE}.\n"
-            "  Ask someone who has it to run, from this repository with this azd environment selected:\n"
-            "    azd hooks run preprovision\n"
-            "  (or create them by hand: infra/README.md, 'Entra registrations'), then: azd provision\n"
-            "  Until then the provision goes on without them, and the front end refuses every submission."
+            refusal(
+                "registrations",
+                "create the Entra registrations",
+                error.reason,
+                needed=LEAST_PRIVILEGE,
+                command="azd hooks run preprovision (on this machine, in this repository, with this azd "
+                "environment selected: it writes the sample app's key where it runs), then: azd provision",
+                meanwhile="Until then the provision goes on without them, and the front end refuses every "
+                "submission (or create them by hand: infra/README.md, 'Entra registrations').",
+            )
         )
         return 0
-    azd_set("SAS_SAMPLE_APP_NAME", sample)
-    azd_set("SAS_SAMPLE_APP_CLIENT_ID", client_id)
-    azd_set("SAS_SAMPLE_APP_PRINCIPAL_ID", principal)
-    azd_set("SAS_SAMPLE_APP_CERT_PATH", str(pem))
-    azd_set("SAS_SAMPLE_APP_CERT_THUMBPRINT", cert)
+    if not with_sample:
+        return retired(display_name, env.get("SAS_SAMPLE_APP_CLIENT_ID", ""), pem, env)
+    values = (sample, client_id, principal, str(pem), cert)
+    for name, value in zip(SAMPLE_APP_VALUES, values, strict=True):
+        azd_set(name, value)
+    return 0
+
+
+def retired(display_name: str, known_client_id: str, pem: Path, env: Mapping[str, str]) -> int:
+    """The sample app off: no credential for it anywhere, and its azd values emptied."""
+    try:
+        retire_sample_app(display_name, known_client_id, pem)
+    except Ambiguous as error:
+        print(
+            f"registrations: {error}: remove each one's certificates by hand "
+            "(az ad app credential delete --id <client ID> --key-id <keyId> --cert)"
+        )
+    for name in SAMPLE_APP_VALUES:
+        if env.get(name):
+            azd_set(name, "")
     return 0
 
 

@@ -1,6 +1,7 @@
-"""A first deployment's options (deploySimulator, grantDeployerOperatorRoles): the project checker
-evaluates both on and both off (tools/iac/first_deployment.py), and breaking what either needs —
-in a copy of the repository — fails, naming it. The helpers are tests/support/iac.py's; the fixtures
+"""A first deployment's options (deploySimulator, grantDeployerOperatorRoles, sampleApp): the
+project checker evaluates all on, all off and the sample app alone off
+(tools/iac/first_deployment.py), and breaking what any needs — in a copy of the repository —
+fails, naming it. The helpers are tests/support/iac.py's; the fixtures
 (``clean``, ``root``) tests/iac/conftest.py's."""
 
 from pathlib import Path
@@ -10,9 +11,10 @@ import pytest
 from tests.support.iac import assert_fails, edit, needs_bicep
 from tools.iac import policy
 
-ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
-OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
-ON_DTS = "[deploySimulator=true grantDeployerOperatorRoles=true durableBackend=durableTaskScheduler]"
+ON = "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=true]"
+OFF = "[deploySimulator=false grantDeployerOperatorRoles=false sampleApp=false]"
+ON_DTS = ON.removesuffix("]") + " durableBackend=durableTaskScheduler]"
+NO_SAMPLE = "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=false]"
 BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader: allowed, not to them
 SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39"
 
@@ -168,14 +170,53 @@ def test_deployer_roles_with_the_option_off_fail(root: Path, clean: Path) -> Non
     assert_fails(root, OFF, "grants the deployer", "with grantDeployerOperatorRoles off", clean=clean)
 
 
+# --- the sample app ------------------------------------------------------------------------------
+
+
 @needs_bicep
-def test_the_sample_app_must_be_registered(root: Path, clean: Path) -> None:
+def test_the_sample_app_queue_role_with_the_switch_off_fails(root: Path, clean: Path) -> None:
     edit(
         root / "infra" / "main.bicep",
-        "param sampleAppName string = 'sample-app'",
-        "param sampleAppName string = 'demo'",
+        "statusQueueName: sampleApp ? 'status-${sampleAppName}' : ''",
+        "statusQueueName: 'status-${sampleAppName}'",
     )
-    assert_fails(root, "sampleAppName 'demo' is not in submittingApps", clean=clean)
+    assert_fails(
+        root,
+        NO_SAMPLE,
+        "'statusReceiver' grants Azure Service Bus Data Receiver at status-sample-app with sampleApp off",
+        clean=clean,
+    )
+
+
+@needs_bicep
+def test_the_sample_app_listed_in_submitting_apps_fails(root: Path, clean: Path) -> None:
+    """Listed there, the switch could not leave it out: its queue and its roles stay."""
+    edit(
+        root / "infra" / "main.parameters.json",
+        '"submittingApps": {\n      "value": [\n',
+        '"submittingApps": {\n      "value": [\n'
+        '        { "name": "sample-app", "clientId": "", "principalId": "" },\n',
+    )
+    assert_fails(root, "submittingApps lists the sample app 'sample-app'", clean=clean)
+    assert_fails(
+        root, OFF, "the sample app's queue 'status-sample-app' is deployed with sampleApp off", clean=clean
+    )
+
+
+@needs_bicep
+def test_the_sample_app_switch_must_follow_the_simulator(root: Path, clean: Path) -> None:
+    edit(root / "infra" / "main.parameters.json", "${SAS_SAMPLE_APP=${SAS_DEPLOY_SIMULATOR=true}}", "true")
+    assert_fails(root, 'sampleApp is "true": not defaulted to the simulator\'s variable', clean=clean)
+
+
+@needs_bicep
+def test_the_sample_app_missing_with_the_switch_on_fails(root: Path, clean: Path) -> None:
+    edit(
+        root / "infra" / "main.bicep",
+        "var registeredApps = concat(sampleApps, submittingApps)",
+        "var registeredApps = submittingApps",
+    )
+    assert_fails(root, ON, "the sample app's queue 'status-sample-app' is not deployed", clean=clean)
 
 
 def test_a_deployer_sender_is_not_allowed_on_operator_alerts() -> None:

@@ -1,7 +1,11 @@
-"""infra/scripts/registrations.py (the preprovision hook) against stand-ins for the `az` and `azd`
-CLIs that keep a directory in a JSON file: it creates the registrations and the sample app's
-certificate once, uploads only the certificate, sets the azd values, does nothing new when run
-again, and, refused, says what to run and with which privilege, without failing the provision."""
+"""The hooks' Entra scripts against stand-ins for the `az` and `azd` CLIs that keep a directory in
+a JSON file. infra/scripts/registrations.py (preprovision) creates the registrations and the
+sample app's certificate once, uploads only the certificate, sets the azd values, does nothing new
+when run again, and, refused, says what to run and with which privilege, without failing the
+provision; with the sample app off it makes none, and removes an earlier run's credentials.
+infra/scripts/app_roles.py (postprovision) assigns the front end's app role to each submitting app
+and, refused (not an owner, no right to assign, no service principal), says in one line what to
+run and with which privilege, without failing the hook."""
 
 import json
 import os
@@ -11,13 +15,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "infra" / "scripts" / "registrations.py"
+APP_ROLES = REPO / "infra" / "scripts" / "app_roles.py"
 
-# A tiny `az`: app list/show/create/update, sp show/create, credential reset, account show.
+# A tiny `az`: app list/show/create/update, sp show/create, credential reset/delete, account show,
+# and `rest` on appRoleAssignedTo. It refuses, as Graph does, a command starting with an entry of
+# "refuse"; an unknown service principal exits 3, as the CLI's ResourceNotFoundError does.
 FAKE_AZ = r"""
 import json, sys, uuid
 from pathlib import Path
@@ -30,10 +38,12 @@ def save(out=None):
     if out is not None:
         print(json.dumps(out))
     sys.exit(0)
+def fail(code, message):
+    state.write_text(json.dumps(d)); print(f"ERROR: {message}", file=sys.stderr); sys.exit(code)
 def opt(name):
     return args[args.index(name) + 1]
-if d.get("refuse") and args[:3] == ["ad", "app", "create"]:
-    state.write_text(json.dumps(d)); print("Insufficient privileges", file=sys.stderr); sys.exit(1)
+if any(args[: len(prefix)] == prefix for prefix in d.get("refuse", [])):
+    fail(1, "Insufficient privileges to complete the operation.")
 if args[:2] == ["account", "show"]:
     save({"tenantId": "7e000000-0000-4000-8000-000000000007"})
 if args[:3] == ["ad", "app", "list"]:
@@ -44,22 +54,35 @@ if args[:3] == ["ad", "app", "create"]:
                          "api": {"requestedAccessTokenVersion": None}, "keyCredentials": []}
     save(d["apps"][app_id])
 if args[:3] == ["ad", "app", "show"]:
-    save(d["apps"][opt("--id")])
+    if opt("--id") in d["apps"]:
+        save(d["apps"][opt("--id")])
+    fail(3, f"Resource '{opt('--id')}' does not exist.")
 if args[:3] == ["ad", "app", "update"]:
     app = d["apps"][opt("--id")]
     if "--identifier-uris" in args:
         app["identifierUris"] = [opt("--identifier-uris")]
     if "--set" in args:
         app["api"]["requestedAccessTokenVersion"] = 2
+    if "--app-roles" in args:
+        app["appRoles"] = json.loads(Path(opt("--app-roles")[1:]).read_text())
     save()
 if args[:4] == ["ad", "app", "credential", "reset"]:
     d.setdefault("uploaded", []).append(Path(opt("--cert")[1:]).read_text())
-    d["apps"][opt("--id")]["keyCredentials"].append({"customKeyIdentifier": None})
+    d["apps"][opt("--id")]["keyCredentials"].append({"customKeyIdentifier": None, "keyId": str(uuid.uuid4())})
+    save()
+if args[:4] == ["ad", "app", "credential", "delete"] and "--cert" in args:
+    keys = d["apps"][opt("--id")]["keyCredentials"]
+    d["apps"][opt("--id")]["keyCredentials"] = [k for k in keys if k["keyId"] != opt("--key-id")]
     save()
 if args[:3] == ["ad", "sp", "show"]:
     if opt("--id") in d["sps"]:
         save({"id": d["sps"][opt("--id")]})
-    state.write_text(json.dumps(d)); sys.exit(3)
+    fail(3, f"Resource '{opt('--id')}' does not exist.")
+if args[:2] == ["rest", "--method"] and opt("--url").endswith("/appRoleAssignedTo"):
+    if opt("--method") == "GET":
+        save({"value": d.get("assignments", [])})
+    d.setdefault("assignments", []).append(json.loads(opt("--body")))
+    save({})
 if args[:3] == ["ad", "sp", "create"]:
     d["sps"][opt("--id")] = str(uuid.uuid4())
     save({"id": d["sps"][opt("--id")]})
@@ -93,10 +116,15 @@ def azd_values(project: Path) -> dict[str, str]:
     return {k: v.strip('"') for k, _, v in (line.partition("=") for line in text.splitlines())}
 
 
-def run(project: Path, bin_dir: Path, values: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run(
+    project: Path, bin_dir: Path, values: dict[str, str], script: Path = SCRIPT
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **values, "AZURE_ENV_NAME": "dev", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for name in ("SAS_SAMPLE_APP", "SAS_DEPLOY_SIMULATOR"):  # only as each test says
+        if name not in values:
+            env.pop(name, None)
     return subprocess.run(
-        [sys.executable, str(SCRIPT)], cwd=project, env=env, capture_output=True, text=True, check=False
+        [sys.executable, str(script)], cwd=project, env=env, capture_output=True, text=True, check=False
     )
 
 
@@ -147,9 +175,176 @@ def test_registrations_once_with_the_key_kept_local(tmp_path: Path) -> None:
 def test_without_the_right_it_says_what_to_run_and_lets_the_provision_go_on(tmp_path: Path) -> None:
     bin_dir, project = tools(tmp_path), tmp_path / "project"
     project.mkdir()
-    (bin_dir / "directory.json").write_text(json.dumps({"apps": {}, "sps": {}, "calls": [], "refuse": True}))
+    refuse = [["ad", "app", "create"]]
+    (bin_dir / "directory.json").write_text(
+        json.dumps({"apps": {}, "sps": {}, "calls": [], "refuse": refuse})
+    )
     refused = run(project, bin_dir, {})
     assert refused.returncode == 0
     assert "Application Developer" in refused.stdout and "Application.ReadWrite.OwnedBy" in refused.stdout
     assert "azd hooks run preprovision" in refused.stdout
+    assert [line for line in refused.stdout.splitlines() if "could not" in line] == [
+        refused.stdout.strip().splitlines()[-1]
+    ]
     assert "SAS_FRONTEND_CLIENT_ID" not in azd_values(project)
+
+
+# --- the sample app's switch ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "remote"),
+    [({"SAS_SAMPLE_APP": "false"}, True), ({"SAS_DEPLOY_SIMULATOR": "false"}, False)],
+    ids=["switched-off", "production-follows-the-simulator"],
+)
+def test_with_the_sample_app_off_no_sample_app_nor_certificate(
+    tmp_path: Path, values: dict[str, str], remote: bool
+) -> None:
+    bin_dir, project = tools(tmp_path), tmp_path / "project"
+    project.mkdir()
+    done = run(project, bin_dir, values)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {a["displayName"] for a in directory(bin_dir)["apps"].values()}
+    assert names == {"sas-api-dev", *(["sas-remote-dev"] if remote else [])}
+    assert not (project / ".azure" / "dev" / "sample-app.pem").exists()
+    assert "uploaded" not in directory(bin_dir)
+    assert not any(
+        azd_values(project).get(name) for name in ("SAS_SAMPLE_APP_CLIENT_ID", "SAS_SAMPLE_APP_CERT_PATH")
+    )
+
+
+def test_the_sample_app_is_its_own_switch(tmp_path: Path) -> None:
+    """Production's remote service with the sample app asked for (a staging environment)."""
+    bin_dir, project = tools(tmp_path), tmp_path / "project"
+    project.mkdir()
+    done = run(project, bin_dir, {"SAS_DEPLOY_SIMULATOR": "false", "SAS_SAMPLE_APP": "true"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {a["displayName"] for a in directory(bin_dir)["apps"].values()}
+    assert names == {"sas-api-dev", "sas-sample-app-dev"}
+    assert Path(azd_values(project)["SAS_SAMPLE_APP_CERT_PATH"]).is_file()
+
+
+def test_switching_the_sample_app_off_removes_its_credentials(tmp_path: Path) -> None:
+    bin_dir, project = tools(tmp_path), tmp_path / "project"
+    project.mkdir()
+    assert run(project, bin_dir, {}).returncode == 0
+    values = azd_values(project)
+    sample = values["SAS_SAMPLE_APP_CLIENT_ID"]
+    assert directory(bin_dir)["apps"][sample]["keyCredentials"]
+    off = run(project, bin_dir, {**values, "SAS_SAMPLE_APP": "false"})
+    assert off.returncode == 0, off.stdout + off.stderr
+    assert directory(bin_dir)["apps"][sample]["keyCredentials"] == []
+    assert not Path(values["SAS_SAMPLE_APP_CERT_PATH"]).exists()
+    now = azd_values(project)
+    assert [now[name] for name in SAMPLE_VALUES] == [""] * len(SAMPLE_VALUES)
+    assert now["SAS_FRONTEND_CLIENT_ID"] == values["SAS_FRONTEND_CLIENT_ID"]
+
+
+# --- app_roles.py: the front end's app role and its assignments ----------------------------------
+
+FRONT = "f0000000-0000-4000-8000-00000000000f"
+SAMPLE = "c1000000-0000-4000-8000-000000000001"
+APP_B = "c2000000-0000-4000-8000-000000000002"
+DEPLOYER = "d0000000-0000-4000-8000-00000000000d"
+SAMPLE_VALUES = (
+    "SAS_SAMPLE_APP_NAME",
+    "SAS_SAMPLE_APP_CLIENT_ID",
+    "SAS_SAMPLE_APP_PRINCIPAL_ID",
+    "SAS_SAMPLE_APP_CERT_PATH",
+    "SAS_SAMPLE_APP_CERT_THUMBPRINT",
+)
+HOOK_VALUES = {
+    "SAS_FRONTEND_CLIENT_ID": FRONT,
+    "SAS_SUBMITTERS": f"sample-app={SAMPLE},app-b={APP_B}",
+    "API_AUDIENCE": f"api://{FRONT}",
+    "AZURE_PRINCIPAL_ID": DEPLOYER,
+}
+
+
+def roles_directory(tmp_path: Path, *, refuse: list[list[str]], principals: tuple[str, ...]) -> Path:
+    """The stand-in CLIs with the front end registered and these apps' service principals."""
+    bin_dir = tools(tmp_path)
+    front = {"appId": FRONT, "displayName": "sas-api-dev", "appRoles": [], "api": {}}
+    sps = {client: f"sp-{client[:2]}" for client in (FRONT, *principals)}
+    state = {"apps": {FRONT: front}, "sps": sps, "calls": [], "refuse": refuse}
+    (bin_dir / "directory.json").write_text(json.dumps(state))
+    return bin_dir
+
+
+def posts(bin_dir: Path) -> list[list[str]]:
+    return [c for c in directory(bin_dir)["calls"] if c[:3] == ["rest", "--method", "POST"]]
+
+
+def test_app_roles_assigns_every_submitting_app_once(tmp_path: Path) -> None:
+    bin_dir = roles_directory(tmp_path, refuse=[], principals=(SAMPLE, APP_B))
+    done = run(tmp_path, bin_dir, HOOK_VALUES, APP_ROLES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 of 2 submitting app(s) hold Orders.Submit" in done.stdout
+    state = directory(bin_dir)
+    assert [r["value"] for r in state["apps"][FRONT]["appRoles"]] == ["Orders.Submit"]
+    role = state["apps"][FRONT]["appRoles"][0]["id"]
+    assert {(a["principalId"], a["appRoleId"]) for a in state["assignments"]} == {
+        (f"sp-{SAMPLE[:2]}", role),
+        (f"sp-{APP_B[:2]}", role),
+    }
+    before = len(posts(bin_dir))
+    again = run(tmp_path, bin_dir, HOOK_VALUES, APP_ROLES)
+    assert again.returncode == 0 and len(posts(bin_dir)) == before
+
+
+@pytest.mark.parametrize(
+    ("refuse", "principals", "needles", "lines"),
+    [
+        (
+            [["ad", "app", "update"]],
+            (SAMPLE, APP_B),
+            (
+                f"az ad app owner add --id {FRONT} --owner-object-id {DEPLOYER}",
+                "Cloud Application Administrator",
+                "Insufficient privileges",
+            ),
+            1,
+        ),
+        (
+            [["rest", "--method", "POST"]],
+            (SAMPLE, APP_B),
+            (
+                "az rest --method POST --url https://graph.microsoft.com/v1.0/servicePrincipals/",
+                "AppRoleAssignment.ReadWrite.All",
+                "0 of 2 submitting app(s)",
+                "remains: sample-app, app-b",
+            ),
+            2,
+        ),
+        (
+            [],
+            (SAMPLE,),
+            (f"az ad sp create --id {APP_B}", "no service principal", "1 of 2", "remains: app-b"),
+            1,
+        ),
+    ],
+    ids=["not-an-owner", "no-right-to-assign", "no-service-principal"],
+)
+def test_app_roles_refused_says_what_to_run_and_the_hook_goes_on(
+    tmp_path: Path, refuse: list[list[str]], principals: tuple[str, ...], needles: tuple[str, ...], lines: int
+) -> None:
+    bin_dir = roles_directory(tmp_path, refuse=refuse, principals=principals)
+    done = run(tmp_path, bin_dir, HOOK_VALUES, APP_ROLES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in done.stdout, done.stdout
+    refusals = [line for line in done.stdout.splitlines() if "could not" in line]
+    assert len(refusals) == lines and all("It needs" in line and "runs:" in line for line in refusals)
+
+
+def test_app_roles_other_failures_are_one_line_and_fail_the_hook(tmp_path: Path) -> None:
+    """Not a missing right (here: the front end's registration is unknown): exit 1, no traceback."""
+    bin_dir = roles_directory(tmp_path, refuse=[], principals=(SAMPLE, APP_B))
+    state = directory(bin_dir)
+    state["apps"] = {}
+    (bin_dir / "directory.json").write_text(json.dumps(state))
+    done = run(tmp_path, bin_dir, HOOK_VALUES, APP_ROLES)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "app_roles: could not set the Orders.Submit app role" in done.stdout

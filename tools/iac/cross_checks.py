@@ -90,7 +90,7 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     emulator = emulator_queues(root, report)
     bicep = bicep_queues(deployment, report) if deployment is not None else None
     targets = [*app_targets, *agent_targets, *([sample] if sample else [])]
-    _check_queues(code, targets, bicep, emulator, report)
+    _check_queues(code, targets, bicep, emulator, report, local_only=_sample_queue_off(deployment))
     if deployment is not None:
         _check_cosmos(code, app_targets, deployment, report)
     _check_python(root, deployment, report)
@@ -460,12 +460,25 @@ def _named_queues(code: Code, targets: list[Target]) -> list[Named]:
     return named
 
 
+def _sample_queue_off(deployment: Deployment | None) -> set[str]:
+    """The sample app's status queue when this evaluation has main.bicep's sampleApp off: the
+    emulator keeps it (the local profiles are a first deployment's), and first_deployment.py
+    compares it with the option on."""
+    params = deployment.instances[0].params if deployment is not None and deployment.instances else {}
+    name = params.get(policy.SAMPLE_APP_NAME_PARAM)
+    if params.get(policy.SAMPLE_APP_PARAM) is False and isinstance(name, str):
+        return {f"{policy.STATUS_QUEUE_PREFIX}{name}"}
+    return set()
+
+
 def _check_queues(
     code: Code,
     targets: list[Target],
     bicep: dict[str, Queue] | None,
     emulator: dict[str, Queue] | None,
     report: Report,
+    *,
+    local_only: set[str],
 ) -> None:
     places = [(label, q) for label, q in (("the Bicep", bicep), (EMULATOR_CONFIG, emulator)) if q is not None]
     for named in _named_queues(code, targets):
@@ -478,17 +491,20 @@ def _check_queues(
                     f"declare queue '{named.queue}' in {label}",
                 )
     if bicep is not None and emulator is not None:
-        _compare_queues(bicep, emulator, report)
+        _compare_queues(bicep, emulator, report, local_only)
     _check_max_deliveries(code, targets, [q for _, q in places], report)
 
 
-def _compare_queues(bicep: dict[str, Queue], emulator_config: dict[str, Queue], report: Report) -> None:
-    """The same queues in both, with the same properties, but those in ``emulator.EMULATOR_CLAMPED``:
-    there Config.json holds the Bicep's value if the emulator accepts it, else the emulator's bound."""
+def _compare_queues(
+    bicep: dict[str, Queue], emulator_config: dict[str, Queue], report: Report, local_only: set[str]
+) -> None:
+    """The same queues in both (but ``local_only``, which the emulator may hold alone), with the
+    same properties, but those in ``emulator.EMULATOR_CLAMPED``: there Config.json holds the
+    Bicep's value if the emulator accepts it, else the emulator's bound."""
     for name in sorted(set(bicep) - set(emulator_config)):
         q = bicep[name]
         report.add(q.file, q.line, f"queue '{name}' is not in {EMULATOR_CONFIG}", "declare it there too")
-    for name in sorted(set(emulator_config) - set(bicep)):
+    for name in sorted(set(emulator_config) - set(bicep) - local_only):
         q = emulator_config[name]
         report.add(
             q.file, q.line, f"queue '{name}' is not in the Bicep", "declare it in the Service Bus module"

@@ -1,9 +1,10 @@
-"""A first deployment's two options, checked both ways: the simulator as the remote service
-(``deploySimulator``) and the deployer's data-plane roles for ``python -m ops``
-(``grantDeployerOperatorRoles``).
+"""A first deployment's three options, checked both ways: the simulator as the remote service
+(``deploySimulator``), the deployer's data-plane roles for ``python -m ops``
+(``grantDeployerOperatorRoles``) and the sample submitting app (``sampleApp``).
 
-main.parameters.json turns both on through azd variables, so main.bicep is evaluated here with
-both on (and a probe principal ID as the deployer) and with both off:
+main.parameters.json turns all three on through azd variables, so main.bicep is evaluated here
+with all on (and a probe principal ID as the deployer), all off, and with the sample app alone off
+(the deployer's roles on: they must then leave out the sample app's status queue):
 
 - on: a Container App tagged ``azd-service-name: simulator`` is deployed in the agent's Container
   Apps environment, with ingress and ``external: false`` (reachable from the environment's apps
@@ -15,7 +16,12 @@ both on (and a probe principal ID as the deployer) and with both off:
   task hub's ``<hubName>Instances`` table), and each of those the ``ops`` commands need is granted;
   on the Durable Task Scheduler (evaluated on too) the task hub is not in storage, and the deployer
   holds no role on an Instances table;
-- off: no simulator, no role held by its identity, and no role for the deployer at all.
+- off: no simulator, no role held by its identity, and no role for the deployer at all;
+- the sample app: with ``sampleApp`` on, its queue ``status-<sampleAppName>`` is deployed; off, no
+  such queue and no role assignment on it for anyone (the deployer included); main.parameters.json
+  does not list it in ``submittingApps`` (main.bicep adds it) and defaults ``sampleApp`` to the
+  simulator's variable (``policy.SAMPLE_APP_VALUE``), so turning the simulator off for production
+  leaves it out unless asked.
 """
 
 import json
@@ -31,11 +37,14 @@ from tools.iac.problems import Problem, Report
 
 PROBE_DEPLOYER = "d0000000-0000-4000-8000-00000000000d"
 ROLE_TYPES = isolation.ROLE_TYPES
-ON = "[deploySimulator=true grantDeployerOperatorRoles=true]"
-OFF = "[deploySimulator=false grantDeployerOperatorRoles=false]"
+ON = "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=true]"
+OFF = "[deploySimulator=false grantDeployerOperatorRoles=false sampleApp=false]"
 ON_DTS = (
-    f"[deploySimulator=true grantDeployerOperatorRoles=true durableBackend={policy.DURABLE_TASK_SCHEDULER}]"
+    "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=true "
+    f"durableBackend={policy.DURABLE_TASK_SCHEDULER}]"
 )
+NO_SAMPLE = "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=false]"
+OPTIONS = (policy.DEPLOY_SIMULATOR_PARAM, policy.OPERATOR_ROLES_PARAM, policy.SAMPLE_APP_PARAM)
 INTERPOLATED = re.compile(r"\$\{([^{}]+)\}")
 ROLE_NAMES = {guid.lower(): name for name, guid in policy.ALLOWED_ROLES.items()}
 Origin = tuple[tuple[str, ...], str]
@@ -48,13 +57,14 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         return
     main = deployment.instances[0]
     declared = main.file.section("parameters")
-    missing = [p for p in (policy.DEPLOY_SIMULATOR_PARAM, policy.OPERATOR_ROLES_PARAM) if p not in declared]
+    missing = [p for p in OPTIONS if p not in declared]
     for name in missing:
         report.add(main.file.rel, None, f"main.bicep declares no parameter '{name}'", "declare it (bool)")
     if missing:
         return
     on, off = _evaluate(root, main, on=True), _evaluate(root, main, on=False)
     on_dts = _evaluate(root, main, on=True, backend=policy.DURABLE_TASK_SCHEDULER)
+    no_sample = _evaluate(root, main, on=True, sample_app=False)
     tables = _table_scopes(root)
     own = Report()
     check_resources(on, own)
@@ -65,11 +75,19 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     _check_simulator_off(off, report)
     _check_deployer_on(on, main, tables, report)
     _check_deployer_on(on_dts, main, tables, report, label=ON_DTS)
+    _check_deployer_on(no_sample, main, tables, report, label=NO_SAMPLE)
     _check_deployer_off(off, tables, report)
-    _check_sample_app(root, main, report)
+    sample = _sample_app_name(main)
+    _check_sample_app_on(on, main, sample, report)
+    for label, variant in ((OFF, off), (NO_SAMPLE, no_sample)):
+        _check_sample_app_off(variant, sample, label, report)
+    _check_sample_app_parameters(root, sample, report)
 
 
-def _evaluate(root: Path, main: Instance, *, on: bool, backend: str | None = None) -> Deployment:
+def _evaluate(
+    root: Path, main: Instance, *, on: bool, backend: str | None = None, sample_app: bool | None = None
+) -> Deployment:
+    """``sample_app``: the sample app's switch when it differs from the other two (``on``)."""
     instance = Instance(main.file, {}, main.loader)
     instance.complete_params(
         {
@@ -77,6 +95,7 @@ def _evaluate(root: Path, main: Instance, *, on: bool, backend: str | None = Non
             **({policy.DURABLE_BACKEND_PARAM: backend} if backend else {}),
             policy.DEPLOY_SIMULATOR_PARAM: on,
             policy.OPERATOR_ROLES_PARAM: on,
+            policy.SAMPLE_APP_PARAM: on if sample_app is None else sample_app,
             policy.DEPLOYER_PARAM: PROBE_DEPLOYER,
         }
     )
@@ -276,10 +295,14 @@ def _deployer_roles(deployment: Deployment, tables: dict[str, str]) -> list[tupl
 def _check_deployer_on(
     on: Deployment, main: Instance, tables: dict[str, str], report: Report, label: str = ON
 ) -> None:
-    """``label`` ON_DTS: the Durable Task Scheduler, whose task hub has no Instances table."""
+    """``label`` ON_DTS: the Durable Task Scheduler, whose task hub has no Instances table;
+    NO_SAMPLE: no sample app, so no status queue to peek."""
     held = _deployer_roles(on, tables)
     storage_hub = label != ON_DTS
+    sample_app = label != NO_SAMPLE
     for assignment, role, scope in held:
+        if not sample_app and scope.startswith(policy.STATUS_QUEUE_PREFIX):
+            continue  # _check_sample_app_off names it
         if not _allowed(role, scope) or (scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub):
             report.add(
                 assignment.file.rel,
@@ -291,7 +314,9 @@ def _check_deployer_on(
     line = main.file.line_of(f"param {policy.OPERATOR_ROLES_PARAM} ")
     for role, (scopes, why) in policy.OPERATOR_ROLES.items():
         for scope in sorted(scopes):
-            if scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub:
+            if (scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub) or (
+                scope.startswith(policy.STATUS_QUEUE_PREFIX) and not sample_app
+            ):
                 continue
             if not any(r == role and _covers(scope, s) for _, r, s in held):
                 report.add(
@@ -313,18 +338,75 @@ def _check_deployer_off(off: Deployment, tables: dict[str, str], report: Report)
         )
 
 
-def _check_sample_app(root: Path, main: Instance, report: Report) -> None:
-    """The app whose status queue the deployer may peek is one main.parameters.json registers."""
+# --- the sample app ------------------------------------------------------------------------------
+
+
+def _sample_app_name(main: Instance) -> str | None:
     declared: dict[str, Any] = main.file.section("parameters")
-    default = (declared.get("sampleAppName") or {}).get("default")
+    default = (declared.get(policy.SAMPLE_APP_NAME_PARAM) or {}).get("default")
+    return default if isinstance(default, str) else None
+
+
+def _check_sample_app_on(on: Deployment, main: Instance, sample: str | None, report: Report) -> None:
+    queue = f"{policy.STATUS_QUEUE_PREFIX}{sample}"
+    if sample is not None and queue not in cross_checks.bicep_queues(on, Report()):
+        report.add(
+            main.file.rel,
+            main.file.line_of(f"param {policy.SAMPLE_APP_PARAM} "),
+            f"{ON} the sample app's queue '{queue}' is not deployed: `ops smoke` has nothing to read",
+            f"add the sample app ({policy.SAMPLE_APP_NAME_PARAM}) to the registered apps when "
+            f"{policy.SAMPLE_APP_PARAM} is on",
+        )
+
+
+def _check_sample_app_off(deployment: Deployment, sample: str | None, label: str, report: Report) -> None:
+    """With the sample app off, nothing of it: no status queue, no role on one."""
+    if sample is None:
+        return
+    queue = f"{policy.STATUS_QUEUE_PREFIX}{sample}"
+    found = cross_checks.bicep_queues(deployment, Report()).get(queue)
+    if found is not None:
+        report.add(
+            found.file,
+            found.line,
+            f"{label} the sample app's queue '{queue}' is deployed with {policy.SAMPLE_APP_PARAM} off",
+            f"register the sample app only if ({policy.SAMPLE_APP_PARAM}), never in submittingApps",
+        )
+    for assignment in deployment.resources(*ROLE_TYPES):
+        where = isolation.scope_of(assignment)
+        if assignment.deployed is False or where.kind != "queue" or where.name != queue:
+            continue
+        role = isolation.role_of(assignment)
+        report.add(
+            assignment.file.rel,
+            assignment.line,
+            f"{label} role assignment '{assignment.symbol}' grants {ROLE_NAMES.get(role, role)} at "
+            f"{queue} with {policy.SAMPLE_APP_PARAM} off: there is no sample app",
+            f"grant it only if ({policy.SAMPLE_APP_PARAM}) (operator-rbac.bicep statusQueueName empty)",
+        )
+
+
+def _check_sample_app_parameters(root: Path, sample: str | None, report: Report) -> None:
+    """main.parameters.json leaves the sample app to its switch, which follows the simulator's."""
     parameters, _ = parameters_json(root)
     entry = (parameters or {}).get(policy.SUBMITTING_APPS_PARAM)
     apps = entry.get("value") if isinstance(entry, dict) else None
     names = {a.get("name") for a in apps if isinstance(a, dict)} if isinstance(apps, list) else set()
-    if isinstance(default, str) and default not in names:
+    if sample is not None and sample in names:
         report.add(
             isolation.PARAMETERS,
             None,
-            f"sampleAppName '{default}' is not in {policy.SUBMITTING_APPS_PARAM}",
-            "register the sample submitting app there (its status queue and its Orders.Submit role)",
+            f"{policy.SUBMITTING_APPS_PARAM} lists the sample app '{sample}': "
+            f"{policy.SAMPLE_APP_PARAM} off could not leave it out",
+            f"remove it: main.bicep adds it when {policy.SAMPLE_APP_PARAM} is on",
+        )
+    switch = (parameters or {}).get(policy.SAMPLE_APP_PARAM)
+    value = switch.get("value") if isinstance(switch, dict) else None
+    if value != policy.SAMPLE_APP_VALUE:
+        report.add(
+            isolation.PARAMETERS,
+            None,
+            f"{policy.SAMPLE_APP_PARAM} is {json.dumps(value)}: not defaulted to the simulator's "
+            "variable, so turning the simulator off for production would keep the sample app",
+            f'set it to {{"value": "{policy.SAMPLE_APP_VALUE}"}}',
         )

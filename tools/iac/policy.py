@@ -165,11 +165,19 @@ NETWORK_ISOLATION_PARAM = "networkIsolation"
 # variables; main.bicep's defaults (off) are production's. The checker evaluates both values.
 DEPLOY_SIMULATOR_PARAM = "deploySimulator"
 OPERATOR_ROLES_PARAM = "grantDeployerOperatorRoles"
+# The sample submitting app (sampleAppName, its registration's certificate on the deployer's
+# machine): main.bicep adds it to the registered apps only with this on. main.parameters.json
+# must default its azd variable to the simulator's (SAMPLE_APP_VALUE), so that production, which
+# turns the simulator off, leaves the sample app out unless it asks for it.
+SAMPLE_APP_PARAM = "sampleApp"
+SAMPLE_APP_NAME_PARAM = "sampleAppName"
+SAMPLE_APP_VALUE = "${SAS_SAMPLE_APP=${SAS_DEPLOY_SIMULATOR=true}}"
 DEPLOYMENT_OPTIONS: tuple[str, ...] = (
     DURABLE_BACKEND_PARAM,
     NETWORK_ISOLATION_PARAM,
     DEPLOY_SIMULATOR_PARAM,
     OPERATOR_ROLES_PARAM,
+    SAMPLE_APP_PARAM,
 )
 
 # What the Function App's settings must say on the Durable Task Scheduler (durable.py): the host
