@@ -1,6 +1,6 @@
 """``ops --azd``: the azd environment's values read and checked before anything is sent, the sample
 app's token asked for the front end's scope with its certificate, and one-line errors naming
-what is missing. No Azure here: ``azd`` is a script on PATH that prints an environment's values
+what is missing. It needs no Azure: ``azd`` is a script on PATH that prints an environment's values
 (tests/e2e/test_ops_azure.py runs against a real deployment)."""
 
 import importlib.util
