@@ -332,7 +332,7 @@ class _NoLease:
 
 class _OrdersAsDeployer:
     """Azure SQL as the deployer. What keeps them out is not a fault of the order: no ODBC Driver
-    18 here, the server's firewall, no Entra token. It is the orders database unavailable to
+    18 where ops runs, the server's firewall, no Entra token. It is the orders database unavailable to
     this command (``ops show`` then shows the rest, and says the row was not read)."""
 
     def __init__(self, orders: OrdersRepository) -> None:

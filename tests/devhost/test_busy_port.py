@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.devhost.cli import devhost_start
+from tests.support.devhost_cli import devhost_start
 
 pytestmark = pytest.mark.processes  # python -m devhost start
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from devhost.config import load_host_json, route_prefix
-from tests.devhost.cli import devhost_start
+from tests.support.devhost_cli import devhost_start
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 

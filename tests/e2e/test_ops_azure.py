@@ -15,6 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = os.environ.get("SAS_TEST_AZD_ENV", "")
 
+# Minutes against a deployment, in a child process: never in the fast tier, even with the
+# environment named.
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
 
 @pytest.mark.skipif(
     not ENVIRONMENT or shutil.which("azd") is None,

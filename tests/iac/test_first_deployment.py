@@ -53,7 +53,9 @@ def rbac(root: Path) -> Path:
     ],
     ids=["external-ingress", "deployed-when-off", "missing-when-on", "agent-identity"],
 )
-def test_the_simulator_broken(root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]) -> None:
+def test_a_broken_simulator_container_app_fails(
+    root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]
+) -> None:
     edit(containerapp(root), old, new)
     assert_fails(root, *needles, clean=clean)
 

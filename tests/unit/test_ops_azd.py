@@ -1,21 +1,19 @@
 """``ops --azd``: the azd environment's values read and checked before anything is sent, the sample
 app's token asked for the front end's scope with its certificate, and one-line errors naming
-what is missing. No Azure here: ``azd`` is a script on PATH that prints an environment's values
+what is missing. It needs no Azure: ``azd`` is a script on PATH that prints an environment's values
 (tests/e2e/test_ops_azure.py runs against a real deployment)."""
 
+import importlib.util
 import io
 import shlex
 import stat
-from datetime import UTC, datetime, timedelta
+import sys
+from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from rich.console import Console
 
 from adapters import azure_profile
@@ -26,6 +24,7 @@ from ops.errors import BadArgument
 
 TENANT = "00000000-0000-0000-0000-0000000000aa"
 SAMPLE_CLIENT = "33333333-3333-3333-3333-333333333333"
+SCRIPTS = Path(__file__).resolve().parents[2] / "infra" / "scripts"
 
 
 def values(cert: Path, **changes: str) -> dict[str, str]:
@@ -42,25 +41,25 @@ def values(cert: Path, **changes: str) -> dict[str, str]:
     return {k: v for k, v in (base | changes).items() if v != "<unset>"}
 
 
+@cache
+def registrations() -> ModuleType:
+    """infra/scripts/registrations.py, loaded from its path as azd runs it (it imports its sibling
+    ``azcli`` as a top-level module)."""
+    spec = importlib.util.spec_from_file_location("registrations", SCRIPTS / "registrations.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    return module
+
+
 def certificate(path: Path) -> Path:
-    """A self-signed certificate with its private key, PEM, as the pre-provision step makes one."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sample-app")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ) + cert.public_bytes(serialization.Encoding.PEM)
-    path.write_bytes(pem)
+    """A self-signed certificate with its private key, PEM, made by the pre-provision step's own
+    function."""
+    registrations().new_certificate(path, "sample-app")
     return path
 
 
