@@ -146,9 +146,6 @@ class Store:
     def has(self, entity: str) -> bool:
         return entity in self._entities
 
-    def queue_names(self) -> list[str]:
-        return [name for name, e in self._entities.items() if e.dead_letter is not None]
-
     def _entity(self, name: str) -> _Entity:
         entity = self._entities.get(name)
         if entity is None:
