@@ -188,18 +188,18 @@ class Deployment:
             raise BadArgument(f"--azd: the azd environment has no {name}{origin}")
         return found
 
+    def _bus_env(self) -> dict[str, str]:
+        namespace = self.value("SERVICEBUS_FULLY_QUALIFIED_NAMESPACE")
+        return {
+            "SAS_PROFILE": "azure",
+            "ServiceBusConnection__fullyQualifiedNamespace": namespace,
+            "SAS_SUBMITTERS": self.values.get("SAS_SUBMITTERS", ""),
+        }
+
     @property
     def settings(self) -> Settings:
         """The app's settings as far as ops needs them: the bus, and the registered apps."""
-        return Settings.from_env(
-            {
-                "SAS_PROFILE": "azure",
-                "ServiceBusConnection__fullyQualifiedNamespace": self.value(
-                    "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
-                ),
-                "SAS_SUBMITTERS": self.values.get("SAS_SUBMITTERS", ""),
-            }
-        )
+        return Settings.from_env(self._bus_env())
 
     @property
     def sample_app(self) -> SubmittingApp:
@@ -248,11 +248,7 @@ class Deployment:
         }
         return Settings.from_env(
             {
-                "SAS_PROFILE": "azure",
-                "ServiceBusConnection__fullyQualifiedNamespace": self.value(
-                    "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE"
-                ),
-                "SAS_SUBMITTERS": self.values.get("SAS_SUBMITTERS", ""),
+                **self._bus_env(),
                 "CosmosDBConnection__accountEndpoint": self.value("COSMOS_ENDPOINT"),
                 "CompensationLogConnection__tableServiceUri": self.value("COMPENSATION_LOG_TABLE_ENDPOINT"),
                 **named,
