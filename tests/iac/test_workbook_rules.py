@@ -3,21 +3,9 @@ copy of the repository fails `python -m tools.iac`, naming what broke."""
 
 from pathlib import Path
 
-import pytest
-
-from tests.support.iac import assert_fails, copy_repo, edit, needs_bicep
+from tests.support.iac import assert_fails, edit, needs_bicep
 
 WORKBOOK = "infra/modules/workbook.bicep"
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_repo(tmp_path_factory.mktemp("clean"))
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return copy_repo(tmp_path)
 
 
 @needs_bicep
