@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.iac import code_facts, cross_checks, isolation, policy
+from tools.iac import code_facts, cross_checks, isolation, policy, variants
 from tools.iac.bicep import Instance, Resource, ResourceRef, Unknown
-from tools.iac.infra_rules import Deployment, check_resources, parameters_json, parameters_json_values
-from tools.iac.problems import Problem, Report
+from tools.iac.infra_rules import Deployment, check_resources, parameters_json
+from tools.iac.problems import Report
 
 PROBE_DEPLOYER = "d0000000-0000-4000-8000-00000000000d"
 ROLE_TYPES = isolation.ROLE_TYPES
@@ -70,7 +70,7 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
     check_resources(on, own)
     cross_checks.check(root, on, own)
     for problem in own.problems:
-        _add(report, problem)
+        variants.add_labelled(report, problem, ON)
     _check_simulator_on(on, report)
     _check_simulator_off(off, report)
     _check_deployer_on(on, main, tables, report)
@@ -88,23 +88,17 @@ def _evaluate(
     root: Path, main: Instance, *, on: bool, backend: str | None = None, sample_app: bool | None = None
 ) -> Deployment:
     """``sample_app``: the sample app's switch when it differs from the other two (``on``)."""
-    instance = Instance(main.file, {}, main.loader)
-    instance.complete_params(
+    return variants.evaluate_with(
+        root,
+        main,
         {
-            **parameters_json_values(root),
             **({policy.DURABLE_BACKEND_PARAM: backend} if backend else {}),
             policy.DEPLOY_SIMULATOR_PARAM: on,
             policy.OPERATOR_ROLES_PARAM: on,
             policy.SAMPLE_APP_PARAM: on if sample_app is None else sample_app,
             policy.DEPLOYER_PARAM: PROBE_DEPLOYER,
-        }
+        },
     )
-    return Deployment(list(instance.walk()))
-
-
-def _add(report: Report, problem: Problem) -> None:
-    if not report.has(problem):
-        report.add(problem.file, problem.line, f"{ON} {problem.what}", problem.fix)
 
 
 # --- the simulator -------------------------------------------------------------------------------

@@ -48,8 +48,13 @@ COMBINATIONS: tuple[Combination, ...] = tuple(
 
 def evaluate(root: Path, main: Instance, combination: Combination) -> Deployment:
     """main.bicep evaluated with main.parameters.json and this combination's options."""
+    return evaluate_with(root, main, combination.params)
+
+
+def evaluate_with(root: Path, main: Instance, params: dict[str, Any]) -> Deployment:
+    """main.bicep evaluated with main.parameters.json, ``params`` taking precedence."""
     instance = Instance(main.file, {}, main.loader)
-    instance.complete_params({**parameters_json_values(root), **combination.params})
+    instance.complete_params({**parameters_json_values(root), **params})
     return Deployment(list(instance.walk()))
 
 
@@ -78,12 +83,13 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         durable.check(variant, combination.durable_backend, own)
         network.check(variant, combination.network_isolation, own)
         for problem in own.problems:
-            _add(report, problem, combination)
+            add_labelled(report, problem, str(combination))
     network.check_docs(root, found, report)
 
 
-def _add(report: Report, problem: Problem, combination: Combination) -> None:
-    """The problem as it is, if the default combination has it too; else naming the combination."""
+def add_labelled(report: Report, problem: Problem, label: str) -> None:
+    """The problem as it is, if the default evaluation has it too; else naming the options
+    (``label``) under which only it appears."""
     if report.has(problem):
         return
-    report.add(problem.file, problem.line, f"{combination} {problem.what}", problem.fix)
+    report.add(problem.file, problem.line, f"{label} {problem.what}", problem.fix)
