@@ -104,6 +104,11 @@ def caller_client_id(claims: Mapping[str, object]) -> str:
     roles = claims.get("roles")
     if not isinstance(roles, list) or SUBMIT_ROLE not in roles:
         raise NotPermitted(f"the calling application is not assigned the app role {SUBMIT_ROLE}")
+    return calling_application(claims)
+
+
+def calling_application(claims: Mapping[str, object]) -> str:
+    """The one client ID a verified token names as its caller (``azp`` or ``appid``)."""
     ids = {
         str(claims[name]) for name in CLIENT_ID_CLAIMS if isinstance(claims.get(name), str) and claims[name]
     }

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from adapters.clock import SystemClock
 from adapters.entra_tokens import EntraTokens
-from domain.apps import NotAuthenticated
+from domain.apps import NotAuthenticated, calling_application
 from domain.errors import DependencyUnavailable
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -54,8 +54,8 @@ class CallerCheck:
     def _allowed(self, claims: Mapping[str, Any]) -> str:
         if "scp" in claims:
             raise NotAuthenticated("a delegated (user) token: only the agent's application token may call")
-        client = claims.get("azp") or claims.get("appid")
-        if not isinstance(client, str) or client.lower() not in self.allowed:
+        client = calling_application(claims)
+        if client.lower() not in self.allowed:
             raise NotAuthenticated(f"client {client!r} may not call the remote service")
         return client
 
