@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
-from azure.data.tables import TableServiceClient
 
-from adapters.storage.compensation_log import TABLE
 from domain.states import ProcessState
 
 # The Cosmos DB server, Azurite and PostgreSQL.
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
+from tests.support.emulators import empty_compensation_log
 from tests.support.scripted_agent import Answer
 
 # The Cosmos DB server, Azurite and PostgreSQL.
@@ -36,7 +35,7 @@ def emulated(
     database = f"sas{uuid.uuid4().hex[:8]}"
     cosmos_client.create_database(database).create_container("orderState", PartitionKey("/OrderID"))
     orders = f"Driver={{SQLite3}};Database={tmp_path / 'orders-odbc.db'}"
-    TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
+    empty_compensation_log(azurite_tables)
     app = start_app(
         loop,
         tmp_path,

@@ -26,11 +26,9 @@ from pathlib import Path
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
-from azure.data.tables import TableServiceClient
 
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
-from adapters.storage.compensation_log import TABLE
 from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
@@ -38,7 +36,7 @@ from domain.workflow import Runs
 from standins.fault_proxy import FaultProxy, Mode
 from standins.ports import free_port
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
-from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
+from tests.support.emulators import EMULATOR_KEY, cosmos_server, empty_compensation_log, new_postgres_database
 
 # The Cosmos DB server, Azurite and PostgreSQL behind fault proxies.
 pytestmark = pytest.mark.emulators
@@ -91,7 +89,7 @@ def running_stack(
     # What the post-provision script and Bicep create in Azure: the schema, the container, the table.
     orders = new_postgres_database(postgres_odbc)
     pyodbc_orders_repository(orders, POSTGRESQL, POSTGRESQL_SCHEMA)
-    TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
+    empty_compensation_log(azurite_tables)
     sql_port = int(re.findall(r"Port=(\d+)", orders)[0])
     cosmos_port = free_port()
     with (

@@ -13,16 +13,14 @@ from typing import Any
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
-from azure.data.tables import TableServiceClient
 
 from adapters.servicebus.azure import ServiceBusMessaging
 from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
-from adapters.storage.compensation_log import TABLE
 from demo.judge import EXPECTED_STATUS
 from demo.stack import Stack, wait_for
 from domain.states import ProcessState
 from tests.support.app import submission
-from tests.support.emulators import AZURITE_KEY, new_postgres_database
+from tests.support.emulators import AZURITE_KEY, empty_compensation_log, new_postgres_database
 
 # devhost start, agents and the simulator as child processes, on the emulators.
 pytestmark = [pytest.mark.processes, pytest.mark.emulators]
@@ -46,7 +44,7 @@ def emulators_settings(
     cosmos_client.create_database(database).create_container("orderState", PartitionKey("/OrderID"))
     orders_database = new_postgres_database(postgres_odbc)
     pyodbc_orders_repository(orders_database, POSTGRESQL, POSTGRESQL_SCHEMA)
-    TableServiceClient.from_connection_string(azurite_tables).create_table_if_not_exists(TABLE)
+    empty_compensation_log(azurite_tables)
     return {
         "SAS_PROFILE": "emulators",
         "ServiceBusConnection": servicebus_broker.connection_string,

@@ -260,3 +260,16 @@ def new_postgres_database(connection_string: str) -> str:
     finally:
         admin.close()
     return re.sub(r"Database=[^;]*$", f"Database={name}", connection_string)
+
+
+def empty_compensation_log(tables_connection: str) -> None:
+    """The compensation log's table, created and emptied. One Azurite serves every test an xdist
+    worker runs in turn, all with the adapter's one table name, so an entry another test left
+    under a reused OrderID (o-007) would read as a step of this test's order to undo."""
+    from azure.data.tables import TableServiceClient  # noqa: PLC0415 - only the emulator tests
+
+    from adapters.storage.compensation_log import TABLE  # noqa: PLC0415
+
+    table = TableServiceClient.from_connection_string(tables_connection).create_table_if_not_exists(TABLE)
+    for entity in table.list_entities(select=["PartitionKey", "RowKey"]):
+        table.delete_entity(entity["PartitionKey"], entity["RowKey"])
