@@ -38,6 +38,7 @@ from adapters.clock import host_clock
 from domain.apps import SubmittingApp
 from domain.errors import DependencyUnavailable
 from domain.ports import InsertOutcome, OrderRow, OrdersRepository
+from ops import github_oidc
 from ops.errors import BadArgument, Refused
 from ops.orders import FrontEnd
 from ops.queues import BrowsedMessage
@@ -212,9 +213,17 @@ class Deployment:
             raise BadArgument(f"--azd: SAS_SAMPLE_APP_CERT_PATH: no file {path}")
         return path
 
-    def sample_app_credential(self) -> Credential:
-        from azure.identity import CertificateCredential  # noqa: PLC0415 - Azure only
+    def sample_app_credential(self, environ: Mapping[str, str] = os.environ) -> Credential:
+        """With its certificate, on the deployer's machine; in the deploying pipeline
+        (``SAS_SAMPLE_APP_FEDERATION=github-actions``), with the job's own OIDC token."""
+        from azure.identity import CertificateCredential, ClientAssertionCredential  # noqa: PLC0415 - Azure only
 
+        if environ.get("SAS_SAMPLE_APP_FEDERATION", "").strip() == github_oidc.FEDERATION:
+            return ClientAssertionCredential(
+                tenant_id=self.value("AZURE_TENANT_ID"),
+                client_id=self.sample_app.client_id,
+                func=github_oidc.assertion(environ),
+            )
         path = self.certificate_path()
         try:
             return CertificateCredential(

@@ -144,6 +144,14 @@ def assign(name: str, client_id: str, resource: str, holders: set[str]) -> bool:
 
 
 def main() -> int:
+    if os.environ.get("SAS_PIPELINE", "").strip().lower() == "true":
+        # Defining and assigning app roles needs Microsoft Graph rights a pipeline should not hold;
+        # the assignments do not change from one deployment to the next.
+        print(
+            f"{STEP}: skipped in the pipeline (SAS_PIPELINE=true): it needs Microsoft Graph rights. "
+            "A person runs it once, and again when a submitting app is added: azd hooks run postprovision"
+        )
+        return 0
     front_end = os.environ.get("SAS_FRONTEND_CLIENT_ID", "")
     submitters = submitter_client_ids(os.environ.get("SAS_SUBMITTERS", ""))
     if not front_end:

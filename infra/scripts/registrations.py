@@ -21,6 +21,17 @@ Idempotent (found by display name, or by the client ID already in the azd enviro
   is deleted, every certificate of an earlier run's registration removed (the registration stays,
   unable to sign in, so switching it on again finds it), and those azd values emptied.
 
+With ``SAS_PIPELINE_SUBJECT`` set (the subject of the deploying pipeline's federated credential,
+e.g. ``repo:<owner>/<repo>:ref:refs/heads/main``), the sample app also trusts that pipeline:
+a federated credential (issuer GitHub Actions, audience ``api://AzureADTokenExchange``), so the
+pipeline's smoke test signs in as the sample app with its own run's token and no secret.
+
+In a pipeline (``SAS_PIPELINE=true``, .github/workflows/azure-dev.yml) nothing is registered:
+that needs Microsoft Graph rights a pipeline's principal should not hold. A person runs this once
+(``azd hooks run preprovision``); ``azd pipeline config`` passes the values it set to the pipeline
+(azure.yaml ``pipeline.variables``); here the script only checks they arrived, and says which did
+not and what to run.
+
 azd reads the environment again after a hook, so the provision that follows uses these values. If
 the signed-in principal may not create registrations, this prints the command to run and the least
 privilege it needs (azcli.refusal, one line), and exits 0: the provision goes on without them
@@ -30,6 +41,7 @@ Run with the app's venv (it has ``cryptography``): preprovision.sh / preprovisio
 """
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +76,12 @@ SAMPLE_APP_VALUES = (
     "SAS_SAMPLE_APP_CERT_PATH",
     "SAS_SAMPLE_APP_CERT_THUMBPRINT",
 )
+
+
+# GitHub Actions' OIDC issuer and the audience Entra expects of a federated token.
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+FEDERATION_AUDIENCE = "api://AzureADTokenExchange"
+FEDERATED_CREDENTIAL = "github-pipeline"
 
 
 class Ambiguous(Exception):
@@ -224,8 +242,58 @@ def retire_sample_app(display_name: str, known_client_id: str, pem: Path) -> Non
         )
 
 
+def needed_values(env: Mapping[str, str]) -> list[str]:
+    """The azd values a provision needs from this script, with the options the environment holds."""
+    names = ["SAS_FRONTEND_CLIENT_ID"]
+    if switched_on(env, "SAS_DEPLOY_SIMULATOR"):
+        names.append("SAS_REMOTE_CLIENT_ID")
+    if switched_on(env, "SAS_SAMPLE_APP", "SAS_DEPLOY_SIMULATOR"):
+        names += ["SAS_SAMPLE_APP_NAME", "SAS_SAMPLE_APP_CLIENT_ID", "SAS_SAMPLE_APP_PRINCIPAL_ID"]
+    return names
+
+
+def in_pipeline(env: Mapping[str, str]) -> int:
+    """The pipeline registers nothing: it checks that a person's run left every value it needs."""
+    missing = [name for name in needed_values(env) if not env.get(name, "").strip()]
+    if missing:
+        print(
+            f"registrations: skipped in the pipeline (SAS_PIPELINE=true), and it lacks {', '.join(missing)}. "
+            "A person with the right to register applications runs, once, on their machine: "
+            "azd hooks run preprovision, then azd pipeline config (which passes these values to the pipeline)"
+        )
+        return 1
+    print(
+        "registrations: skipped in the pipeline (SAS_PIPELINE=true): they need Microsoft Graph rights; "
+        f"using the values a person's run set: {', '.join(needed_values(env))}"
+    )
+    return 0
+
+
+def trust_pipeline(client_id: str, subject: str) -> None:
+    """The sample app accepts the pipeline's own OIDC token for ``subject``, once."""
+    known = az("ad", "app", "federated-credential", "list", "--id", client_id) or []
+    if any(credential.get("subject") == subject for credential in known):
+        return
+    parameters = {
+        "name": FEDERATED_CREDENTIAL,
+        "issuer": GITHUB_ISSUER,
+        "subject": subject,
+        "audiences": [FEDERATION_AUDIENCE],
+        "description": "the deploying pipeline's smoke test signs in as the sample app",
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(parameters, file)
+    try:
+        az("ad", "app", "federated-credential", "create", "--id", client_id, "--parameters", f"@{file.name}")
+    finally:
+        os.unlink(file.name)
+    print(f"registrations: the sample app trusts the pipeline's token for {subject}")
+
+
 def main() -> int:
     env = os.environ
+    if env.get("SAS_PIPELINE", "").strip().lower() == "true":
+        return in_pipeline(env)
     env_name = env.get("AZURE_ENV_NAME", "")
     if not env_name:
         print(
@@ -253,6 +321,8 @@ def main() -> int:
                 pem,
                 env.get("SAS_SAMPLE_APP_CERT_THUMBPRINT", ""),
             )
+            if env.get("SAS_PIPELINE_SUBJECT", "").strip():
+                trust_pipeline(client_id, env["SAS_PIPELINE_SUBJECT"].strip())
     except Ambiguous as error:
         print(f"registrations: {error}: choose one and azd env set its client ID, then: azd provision")
         return 0

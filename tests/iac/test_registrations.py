@@ -86,6 +86,12 @@ if args[:2] == ["rest", "--method"] and opt("--url").endswith("/appRoleAssignedT
 if args[:3] == ["ad", "sp", "create"]:
     d["sps"][opt("--id")] = str(uuid.uuid4())
     save({"id": d["sps"][opt("--id")]})
+if args[:4] == ["ad", "app", "federated-credential", "list"]:
+    save(d["apps"][opt("--id")].get("federated", []))
+if args[:4] == ["ad", "app", "federated-credential", "create"]:
+    wanted = json.loads(Path(opt("--parameters")[1:]).read_text())
+    d["apps"][opt("--id")].setdefault("federated", []).append(wanted)
+    save({})
 sys.exit(f"fake az: {args}")
 """
 # A tiny `azd env set`: into .azure/<env>/.env, as NAME="value" lines.
@@ -348,3 +354,55 @@ def test_app_roles_other_failures_are_one_line_and_fail_the_hook(tmp_path: Path)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "app_roles: could not set the Orders.Submit app role" in done.stdout
+
+
+PIPELINE_SUBJECT = "repo:contoso/orders:ref:refs/heads/main"
+
+
+def test_the_sample_app_trusts_the_pipeline_once(tmp_path: Path) -> None:
+    bin_dir = tools(tmp_path)
+    for _ in range(2):
+        done = run(tmp_path, bin_dir, {"SAS_PIPELINE_SUBJECT": PIPELINE_SUBJECT})
+        assert done.returncode == 0, done.stdout + done.stderr
+    apps = directory(bin_dir)["apps"].values()
+    sample = next(app for app in apps if app["displayName"] == "sas-sample-app-dev")
+    assert sample["federated"] == [
+        {
+            "name": "github-pipeline",
+            "issuer": "https://token.actions.githubusercontent.com",
+            "subject": PIPELINE_SUBJECT,
+            "audiences": ["api://AzureADTokenExchange"],
+            "description": "the deploying pipeline's smoke test signs in as the sample app",
+        }
+    ]
+    assert not any(app.get("federated") for app in apps if app is not sample)
+
+
+def test_in_the_pipeline_nothing_is_registered_and_the_values_are_checked(tmp_path: Path) -> None:
+    bin_dir = tools(tmp_path)
+    values = {
+        "SAS_PIPELINE": "true",
+        "SAS_FRONTEND_CLIENT_ID": "11111111-0000-4000-8000-000000000001",
+        "SAS_REMOTE_CLIENT_ID": "11111111-0000-4000-8000-000000000002",
+        "SAS_SAMPLE_APP_NAME": "sample-app",
+        "SAS_SAMPLE_APP_CLIENT_ID": "11111111-0000-4000-8000-000000000003",
+        "SAS_SAMPLE_APP_PRINCIPAL_ID": "11111111-0000-4000-8000-000000000004",
+    }
+    done = run(tmp_path, bin_dir, values)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped in the pipeline (SAS_PIPELINE=true): they need Microsoft Graph rights" in done.stdout
+    assert not (bin_dir / "directory.json").exists()  # az never ran
+
+    done = run(tmp_path, bin_dir, {**values, "SAS_REMOTE_CLIENT_ID": "", "SAS_SAMPLE_APP_CLIENT_ID": ""})
+    assert done.returncode == 1
+    assert "it lacks SAS_REMOTE_CLIENT_ID, SAS_SAMPLE_APP_CLIENT_ID" in done.stdout
+    assert "azd hooks run preprovision, then azd pipeline config" in done.stdout
+
+
+def test_app_roles_in_the_pipeline_says_a_person_runs_it(tmp_path: Path) -> None:
+    bin_dir = tools(tmp_path)
+    done = run(tmp_path, bin_dir, {"SAS_PIPELINE": "true", "SAS_FRONTEND_CLIENT_ID": "x"}, script=APP_ROLES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped in the pipeline (SAS_PIPELINE=true)" in done.stdout
+    assert "azd hooks run postprovision" in done.stdout
+    assert not (bin_dir / "directory.json").exists()

@@ -313,3 +313,53 @@ def test_instances_needs_the_host_storage_account(tmp_path: Path, fake_azd: Any)
     fake_azd(values(tmp_path / "c.pem"))
     code, text = ops("--azd", "instances", "--name", "order_workflow_v1")
     assert code == EXIT_USAGE and "the azd environment has no AZURE_HOST_STORAGE_ACCOUNT_NAME" in text
+
+
+def test_in_the_pipeline_the_sample_app_signs_in_with_the_jobs_oidc_token(tmp_path: Path) -> None:
+    """GitHub's token endpoint played by a local server: asked for Entra's exchange audience with
+    the job's bearer; no certificate is read."""
+    import http.server  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    asked: list[tuple[str, str | None]] = []
+
+    class GitHub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append((self.path, self.headers.get("Authorization")))
+            body = json.dumps({"value": "the-jobs-oidc-token"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        environ = {
+            "SAS_SAMPLE_APP_FEDERATION": "github-actions",
+            "ACTIONS_ID_TOKEN_REQUEST_URL": f"http://127.0.0.1:{server.server_port}/token?api-version=2.0",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "the-jobs-bearer",
+        }
+        deployment = azd.Deployment(values(tmp_path / "no-certificate.pem"))
+        credential = deployment.sample_app_credential(environ)
+        assert type(credential).__name__ == "ClientAssertionCredential"
+        assert asked == []  # nothing asked before Entra's client needs it
+
+        from ops import github_oidc  # noqa: PLC0415
+
+        assert github_oidc.assertion(environ)() == "the-jobs-oidc-token"
+        assert asked == [
+            ("/token?api-version=2.0&audience=api%3A%2F%2FAzureADTokenExchange", "Bearer the-jobs-bearer")
+        ]
+    finally:
+        server.shutdown()
+
+
+def test_federation_outside_a_job_with_id_token_rights_is_a_one_line_error(tmp_path: Path) -> None:
+    deployment = azd.Deployment(values(tmp_path / "no-certificate.pem"))
+    with pytest.raises(BadArgument, match="permissions id-token: write"):
+        deployment.sample_app_credential({"SAS_SAMPLE_APP_FEDERATION": "github-actions"})
