@@ -9,6 +9,7 @@ and must fail there: a rule that cannot fail checks nothing.
 """
 
 import ast
+import graphlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,3 +216,39 @@ def test_each_rule_fails_on_a_copy_that_breaks_it(
 def test_an_import_inside_a_function_counts(copy: Path) -> None:
     _add_import(copy / "services" / "fenced.py", "def _later() -> None:\n    import adapters.clock  # noqa")
     assert any(p.startswith("services/fenced.py:") for p in layer_problems(copy, RULES["services"]))
+
+
+# --- no circles: a module of what ships never reaches itself through its own imports -----------
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Every import circle among the shipped modules (lazy imports included), one per edge that
+    closes one: graphlib names a circle, the edge is dropped, and the search goes on."""
+    graph: dict[str, set[str]] = {}
+    for top in SHIPPED:
+        for relative in _modules(root, top):
+            name = shipping.module_name(relative)
+            imported = {shipping.first_party(root, n) for n in shipping.imported_names(root, relative)}
+            # A package's own __init__ runs before its modules: that edge is no circle.
+            graph[name] = {m for m in imported if m and m != name and not name.startswith(f"{m}.")}
+    circles = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+        except graphlib.CycleError as error:
+            circle: list[str] = error.args[1]
+            circles.append(circle)
+            graph[circle[1]].discard(circle[0])  # graphlib lists a circle as [a, ..., b, a], b -> a
+        else:
+            return circles
+
+
+def test_what_ships_has_no_import_circle() -> None:
+    assert import_cycles(ROOT) == []
+
+
+def test_a_circle_through_a_lazy_import_is_found(copy: Path) -> None:
+    _add_import(
+        copy / "adapters" / "sql" / "schema.py", "def _later() -> None:\n    import adapters.sql.orders"
+    )
+    assert [set(circle) for circle in import_cycles(copy)] == [{"adapters.sql.orders", "adapters.sql.schema"}]
