@@ -69,7 +69,7 @@ def pooled_transport() -> Any:
     azure-core's default keeps 10 connections per host, fewer than the threads that call Cosmos
     here (the Functions thread pool, devhost's loops, a Supervisor's pages); each connection
     beyond is closed after one request, and a new one costs a TLS handshake and loading the CA
-    store (about 90 ms on this project's machines with OpenSSL 3.0). Retries stay off, as
+    store (about 90 ms with OpenSSL 3.0 on a two-core CI machine). Retries stay off, as
     azure-core sets them: the SDK's own policy retries.
     """
     import requests  # noqa: PLC0415
