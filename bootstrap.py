@@ -33,7 +33,7 @@ from services.context import Ports
 from services.indexed_state_store import IndexedStateStore
 from services.notifications import raise_alert
 from services.outages import OutageMonitor
-from settings import Settings
+from settings import Settings, SettingsError
 
 # Who holds the Supervisor's lease: unique per process, readable in logs.
 INSTANCE_NAME = f"{socket.gethostname()}:{os.getpid()}"
@@ -115,7 +115,7 @@ def _messaging(settings: Settings, clock: Clock) -> Messaging:
     connection = settings.servicebus_connection
     if connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection):
         if settings.profile == "azure":
-            raise ValueError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
+            raise SettingsError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
         from adapters.servicebus.local_messaging import LocalMessaging  # noqa: PLC0415 - local only
 
         # The app's clock: under a host's virtual clock, message times must be virtual too.

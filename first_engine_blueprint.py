@@ -18,11 +18,11 @@ from typing import Protocol
 import azure.durable_functions as df
 
 from activities import functions
-from activities.contracts import AttemptInput, JsonObject
 from activities.functions import ActivityFunction
+from contracts.activities import AttemptInput, JsonObject
+from contracts.names import Activity, orchestrator_name
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from orchestrators.first_engine import run_workflow
-from orchestrators.names import Activity, orchestrator_name
 
 
 class RunActivity(Protocol):

@@ -15,14 +15,15 @@ from collections.abc import Callable
 import azure.durable_functions as df
 import azure.functions as func
 
-from activities import contracts, functions
+from activities import functions
 from activities.functions import ActivityFunction
 from adapters import telemetry_export
 from adapters.clock import host_clock
 from bootstrap import build_ports
+from contracts import activities as contracts
+from contracts.names import ATTEMPT_ORCHESTRATOR, Activity
 from domain.errors import DependencyUnavailable
 from first_engine_blueprint import first_engine
-from orchestrators.names import ATTEMPT_ORCHESTRATOR, Activity
 from orchestrators.order_attempt import run_attempt
 from services import frontend, intake, scheduling
 from services.context import Ports
@@ -123,7 +124,7 @@ async def starter(timer: func.TimerRequest, client: df.DurableOrchestrationClien
 
 # Every new attempt, of any workflow version: the version is the record's (C7). Each durable
 # function is registered under the name the orchestrators and the starter use
-# (``orchestrators.names``), whatever its Python name.
+# (``contracts.names``), whatever its Python name.
 @app.function_name(ATTEMPT_ORCHESTRATOR)
 @app.orchestration_trigger(context_name="context")
 def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-untyped-def]
@@ -131,7 +132,7 @@ def order_attempt(context: df.DurableOrchestrationContext):  # type: ignore[no-u
 
 
 # An activity is handed a plain dict (JsonObject: an annotation the worker accepts, where it
-# refuses dict[str, Any]); activities.contracts says what it holds.
+# refuses dict[str, Any]); contracts.activities says what it holds.
 # The Durable client input on an activity (docs/design.md "Work-conserving claims"): when the
 # attempt ends, on the same call that wrote its final state, the freed slot starts the next order.
 @app.function_name(Activity.ADVANCE.value)

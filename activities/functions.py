@@ -1,6 +1,6 @@
 """The activity functions as the Durable extension runs them: the JSON object the orchestrator
 sent, parsed into the activity's input; its typed body (``activities.steps``); its result
-written back as JSON, byte for byte the wire form of ``activities.contracts``.
+written back as JSON, byte for byte the wire form of ``contracts.activities``.
 
 ``function_app.py`` registers each under its contract's name; a test may call one directly
 with a plain dict, as the extension would.
@@ -11,11 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from activities import contracts, steps
-from activities.contracts import ActivityContract, AttemptInput, Contract, JsonObject
+from activities import steps
+from contracts import activities as contracts
+from contracts.activities import ActivityContract, AttemptInput, Contract, JsonObject
+from contracts.names import Activity
 from domain import transitions
 from domain.errors import DependencyUnavailable, DomainError
-from orchestrators.names import Activity
 from services.context import Ports
 from services.fenced import fenced_update
 

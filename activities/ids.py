@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from activities.contracts import AttemptInput
+from contracts.activities import AttemptInput
 from domain.ids import parse_instance_id
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from activities.contracts import (
+from activities.ids import Attempt
+from contracts.activities import (
     AdvanceInput,
     AdvanceResult,
     AgentRequestInput,
@@ -35,7 +36,6 @@ from activities.contracts import (
     RecordStepInput,
     StepInput,
 )
-from activities.ids import Attempt
 from domain import transitions
 from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import RetryBudgetExhausted

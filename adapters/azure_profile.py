@@ -29,7 +29,7 @@ from adapters.sql.schema import LOCAL_DIALECTS, check_schema, ensure_schema
 from adapters.storage.compensation_log import TABLE, TableCompensationLog
 from adapters.storage.lease import BlobLeaderLease
 from domain.ports import QueueDepth
-from settings import Settings
+from settings import Settings, SettingsError
 
 DIALECTS: dict[str, SqlDialect] = {
     "sqlite-odbc": SQLITE_ODBC,
@@ -38,8 +38,8 @@ DIALECTS: dict[str, SqlDialect] = {
 }
 
 
-class MissingSetting(ValueError):
-    pass
+class MissingSetting(SettingsError):
+    """A setting the chosen profile needs is not set."""
 
 
 def sdk_retries(settings: Settings) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def pooled_transport() -> Any:
     azure-core's default keeps 10 connections per host, fewer than the threads that call Cosmos
     here (the Functions thread pool, devhost's loops, a Supervisor's pages); each connection
     beyond is closed after one request, and a new one costs a TLS handshake and loading the CA
-    store (about 90 ms on this project's machines with OpenSSL 3.0). Retries stay off, as
+    store (about 90 ms with OpenSSL 3.0 on a two-core CI machine). Retries stay off, as
     azure-core sets them: the SDK's own policy retries.
     """
     import requests  # noqa: PLC0415
@@ -158,7 +158,7 @@ def odbc_attributes(connection_string: str) -> dict[str, str]:
         match = _ODBC_ATTRIBUTE.match(text, position)
         if match is None:
             # The position only: the string may hold a secret that must not reach a log.
-            raise ValueError(f"SqlConnection is not an ODBC connection string (at character {position})")
+            raise SettingsError(f"SqlConnection is not an ODBC connection string (at character {position})")
         attributes[match[1].lower()] = match[2]
         position = match.end()
     return attributes
@@ -185,12 +185,12 @@ def azure_sql_connection_string(settings: Settings) -> str:
     attributes = odbc_attributes(settings.sql_connection)
     azure = settings.profile == "azure"
     if azure and any(key in attributes for key in _PASSWORD_KEYS):
-        raise ValueError(
+        raise SettingsError(
             "SqlConnection must not hold a password: Azure SQL is Entra-only here, reached with the "
             "managed identity in AZURE_CLIENT_ID (remove Pwd/Password)"
         )
     if azure and attributes.get("encrypt", "yes").lower() in _UNENCRYPTED:
-        raise ValueError("SqlConnection must not turn encryption off for Azure SQL (Encrypt=yes)")
+        raise SettingsError("SqlConnection must not turn encryption off for Azure SQL (Encrypt=yes)")
     additions: list[str] = []
     if "driver" not in attributes:
         additions.append(f"Driver={ODBC_DRIVER_18}")

@@ -1,7 +1,7 @@
 """The workflow model (C7): a workflow version is a list of steps, each run locally or by the
 Agent, and undone by a compensating action; the step engine (``activities.steps``) runs them.
 The names the orchestrators and activities are registered and called by are Durable wiring:
-``orchestrators.names``.
+``contracts.names``.
 
 A version is pure data that both the orchestrator (deterministically) and the activities agree
 on. The sample workflow's versions, steps and business rules are in ``domain.sample_workflow``;

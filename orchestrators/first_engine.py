@@ -21,7 +21,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from activities.contracts import (
+from contracts.activities import (
     BEGIN_STEP,
     FINISH,
     READ_ORDER,
@@ -35,12 +35,12 @@ from activities.contracts import (
     OrchestratorInput,
     StepInput,
 )
+from contracts.names import Activity, orchestrator_name
 from domain.ids import request_message_id
 from domain.messages import AgentOutcome
 from domain.sample_workflow import ORDER_WORKFLOW_V1, ORDER_WORKFLOW_V2
 from domain.states import ProcessState
 from domain.workflow import Ending, Runs, Step, Workflow
-from orchestrators.names import Activity, orchestrator_name
 from orchestrators.order_attempt import call, wait_for_reply
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from activities.contracts import ADVANCE, ActivityContract, AttemptInput, OrchestratorInput
+from contracts.activities import ADVANCE, ActivityContract, AttemptInput, OrchestratorInput
 from domain.ids import reply_event, request_nonce
 from domain.messages import AgentOutcome, AgentReply
 from domain.workflow import Ending

@@ -3,7 +3,7 @@
 # PostgreSQL ODBC drivers and the PostgreSQL server (the orders repository's pyodbc paths; the
 # tests start their own throwaway cluster), Node.js for the emulators, and Chromium for the
 # dashboard's browser test (Playwright drives /usr/bin/chromium; it cannot download a browser here). Installs what is
-# missing when run as root (CI, this project's machines); otherwise says what to install.
+# missing when run as root (CI, or a container); otherwise says what to install.
 set -euo pipefail
 
 missing=()

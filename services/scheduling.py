@@ -6,12 +6,12 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from contracts.names import ATTEMPT_ORCHESTRATOR
 from domain import transitions
 from domain.errors import DependencyUnavailable, IllegalTransition, PreconditionFailed
 from domain.ids import INSTANCE_ID_PATTERN, url_segment
 from domain.ports import Stored
 from domain.states import ProcessState
-from orchestrators.names import ATTEMPT_ORCHESTRATOR
 from services import telemetry
 from services.claim_pending import Claim, ClaimReport, claim_next, claim_one, claim_pending
 from services.context import Ports
@@ -124,7 +124,7 @@ async def _start(client: OrchestrationStarter, claim: Claim) -> None:
         try:
             # The SDK puts the instance ID in the URL as it is: checked and escaped first.
             instance = url_segment(claim.instance_id, INSTANCE_ID_PATTERN)
-            # The attempt's secret salt for its request nonces (activities.contracts.OrchestratorInput).
+            # The attempt's secret salt for its request nonces (contracts.activities.OrchestratorInput).
             started = {"OrderID": claim.order_id, "Salt": secrets.token_hex(16)}
             await client.start_new(ATTEMPT_ORCHESTRATOR, instance, started)
         except Exception:  # the Supervisor recovers the claim when its grace expires

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters.sql.pool import Connection, ConnectionPool
+from adapters.sql.schema import ensure_schema
 from domain.errors import RecordNotFound
 from domain.ports import InsertOutcome, OrderLineRow, OrderRow
 
@@ -34,35 +35,6 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
-
-
-# DDL is the one part of the SQL that must be spelled per engine: T-SQL's NVARCHAR and DATETIME2
-# do not exist on PostgreSQL (SQLite accepts any type name). adapters/sql/schema.py runs it (and
-# writes the T-SQL variant the post-provision step runs: T-SQL has no CREATE TABLE IF NOT EXISTS).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS Orders (
-    OrderID     VARCHAR(64)  NOT NULL PRIMARY KEY,
-    Customer    {nvarchar}(200) NOT NULL,
-    TotalMinor  BIGINT       NOT NULL,
-    StatusQueue VARCHAR(50)  NOT NULL,
-    OrderHash   CHAR(64)     NOT NULL,
-    Status      VARCHAR(32)  NOT NULL,
-    StatusVersion INT        NOT NULL DEFAULT 0,
-    CreatedAt   {datetime2}  NOT NULL,
-    UpdatedAt   {datetime2}  NOT NULL
-);
-CREATE TABLE IF NOT EXISTS OrderLines (
-    OrderID        VARCHAR(64) NOT NULL REFERENCES Orders (OrderID),
-    LineNumber     INT         NOT NULL,
-    Sku            VARCHAR(40) NOT NULL,
-    Quantity       INT         NOT NULL,
-    UnitPriceMinor BIGINT      NOT NULL,
-    PRIMARY KEY (OrderID, LineNumber)
-);
-"""
-SQLITE_SCHEMA = _SCHEMA.format(nvarchar="NVARCHAR", datetime2="DATETIME2")
-# VARCHAR is Unicode in a UTF8 database; TIMESTAMP(6) keeps the microseconds Python has.
-POSTGRESQL_SCHEMA = _SCHEMA.format(nvarchar="VARCHAR", datetime2="TIMESTAMP(6)")
 
 
 @dataclass(frozen=True)
@@ -252,12 +224,10 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
-    from adapters.sql.schema import ensure_schema  # noqa: PLC0415 - it imports this module's DDL
-
     setup = connect()
     try:
         setup.execute("PRAGMA journal_mode=WAL")
-        ensure_schema(setup, SQLITE)  # an embedded database is the app's own: made at first open
+        ensure_schema(setup, SQLITE.name)  # an embedded database is the app's own: made at first open
     finally:
         setup.close()
     return SqlOrdersRepository(connect, SQLITE)

@@ -1,6 +1,6 @@
 """The orders database's schema, owned by the app: created and migrated by ``python -m ops schema``.
 
-One definition per engine, from ``adapters.sql.orders``' DDL:
+One definition per engine (the DDL below; ``adapters.sql.orders`` holds the statements that use it):
 
 - **Local engines** (SQLite, SQLite-ODBC, PostgreSQL): the app creates and migrates the schema
   itself when it first opens the database (``ensure_schema``), so a local profile needs no set-up
@@ -18,7 +18,6 @@ is postponed to a later delivery (``intake.postpone``) instead of failing until 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from adapters.sql.orders import POSTGRESQL_SCHEMA, SQLITE_SCHEMA, SqlDialect
 from adapters.sql.pool import Connection
 from domain.errors import DependencyUnavailable
 
@@ -29,6 +28,34 @@ LOCAL_DIALECTS = frozenset({"sqlite", "sqlite-odbc", "postgresql"})
 # Columns added after a table's first release: (table, column, definition). A database made
 # before one existed keeps its table under CREATE TABLE IF NOT EXISTS, so each is added if absent.
 MIGRATIONS = (("Orders", "StatusVersion", "INT NOT NULL DEFAULT 0"),)
+
+# DDL is the one part of the SQL that must be spelled per engine: T-SQL's NVARCHAR and DATETIME2
+# do not exist on PostgreSQL (SQLite accepts any type name). this module runs it (and
+# writes the T-SQL variant the post-provision step runs: T-SQL has no CREATE TABLE IF NOT EXISTS).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS Orders (
+    OrderID     VARCHAR(64)  NOT NULL PRIMARY KEY,
+    Customer    {nvarchar}(200) NOT NULL,
+    TotalMinor  BIGINT       NOT NULL,
+    StatusQueue VARCHAR(50)  NOT NULL,
+    OrderHash   CHAR(64)     NOT NULL,
+    Status      VARCHAR(32)  NOT NULL,
+    StatusVersion INT        NOT NULL DEFAULT 0,
+    CreatedAt   {datetime2}  NOT NULL,
+    UpdatedAt   {datetime2}  NOT NULL
+);
+CREATE TABLE IF NOT EXISTS OrderLines (
+    OrderID        VARCHAR(64) NOT NULL REFERENCES Orders (OrderID),
+    LineNumber     INT         NOT NULL,
+    Sku            VARCHAR(40) NOT NULL,
+    Quantity       INT         NOT NULL,
+    UnitPriceMinor BIGINT      NOT NULL,
+    PRIMARY KEY (OrderID, LineNumber)
+);
+"""
+SQLITE_SCHEMA = _SCHEMA.format(nvarchar="NVARCHAR", datetime2="DATETIME2")
+# VARCHAR is Unicode in a UTF8 database; TIMESTAMP(6) keeps the microseconds Python has.
+POSTGRESQL_SCHEMA = _SCHEMA.format(nvarchar="VARCHAR", datetime2="TIMESTAMP(6)")
 
 _TSQL_HEADER = """\
 -- The orders database schema (E2) for SQL Server / Azure SQL, made idempotent for T-SQL (which has
@@ -88,9 +115,9 @@ def _columns(connection: Connection, dialect: str, table: str) -> set[str]:
     return {str(row[0]).lower() for row in cursor.fetchall()}
 
 
-def ensure_schema(connection: Connection, dialect: SqlDialect | str) -> list[str]:
-    """Create the tables and add any missing column; safe to run again. What it changed."""
-    name = dialect if isinstance(dialect, str) else dialect.name
+def ensure_schema(connection: Connection, name: str) -> list[str]:
+    """Create the tables and add any missing column, on the engine ``name`` (``SqlDialect.name``);
+    safe to run again. What it changed."""
     cursor = connection.cursor()
     if name == "sqlserver":
         batches = [b.strip() for b in tsql_script().split("\nGO\n")]
@@ -116,9 +143,8 @@ def ensure_schema(connection: Connection, dialect: SqlDialect | str) -> list[str
     return changed
 
 
-def check_schema(connection: Connection, dialect: SqlDialect | str) -> None:
+def check_schema(connection: Connection, name: str) -> None:
     """``SchemaMissing`` unless every table and column the app uses is there."""
-    name = dialect if isinstance(dialect, str) else dialect.name
     for table in ("Orders", "OrderLines"):
         if not _columns(connection, name, table):
             raise SchemaMissing(f"the orders database has no table {table}")

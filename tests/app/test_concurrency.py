@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
+from contracts.names import orchestrator_name
 from domain.messages import AgentRequest
 from domain.states import ProcessState
-from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
 from services.scheduling import supervise_and_notify
 from tests.support.app import App, submission

@@ -28,7 +28,8 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 
 from adapters.cosmos.state_store import CosmosStateStore
-from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
+from adapters.sql.orders import POSTGRESQL, pyodbc_orders_repository
+from adapters.sql.schema import POSTGRESQL_SCHEMA
 from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState

@@ -18,13 +18,12 @@ from adapters.cosmos.recovery_index import CosmosRecoveryIndex
 from adapters.cosmos.state_store import CONTAINER, PARTITION_KEY_PATH, CosmosStateStore
 from adapters.sql.orders import (
     POSTGRESQL,
-    POSTGRESQL_SCHEMA,
     SQLITE_ODBC,
-    SQLITE_SCHEMA,
     SqlOrdersRepository,
     pyodbc_orders_repository,
     sqlite_orders_repository,
 )
+from adapters.sql.schema import POSTGRESQL_SCHEMA, SQLITE_SCHEMA
 from adapters.sqlite.compensation_log import SqliteCompensationLog
 from adapters.sqlite.recovery_index import SqliteRecoveryIndex
 from adapters.sqlite.state_store import SqliteStateStore

@@ -21,10 +21,8 @@ from tenacity import Retrying, stop_after_delay, wait_fixed
 from adapters.azure_profile import MissingSetting, azure_sql_connection_string, sql_orders_repository
 from adapters.sql.orders import (
     POSTGRESQL,
-    POSTGRESQL_SCHEMA,
     SQLITE,
     SQLITE_ODBC,
-    SQLITE_SCHEMA,
     SQLSERVER,
     Connection,
     SqlDialect,
@@ -32,6 +30,7 @@ from adapters.sql.orders import (
     pyodbc_orders_repository,
     sqlite_orders_repository,
 )
+from adapters.sql.schema import POSTGRESQL_SCHEMA, SQLITE_SCHEMA
 from domain.ports import InsertOutcome
 from settings import Settings
 from tests.support.emulators import new_postgres_database

@@ -15,7 +15,8 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 
 from adapters.servicebus.azure import ServiceBusMessaging
-from adapters.sql.orders import POSTGRESQL, POSTGRESQL_SCHEMA, pyodbc_orders_repository
+from adapters.sql.orders import POSTGRESQL, pyodbc_orders_repository
+from adapters.sql.schema import POSTGRESQL_SCHEMA
 from demo.judge import EXPECTED_STATUS
 from demo.stack import Stack, wait_for
 from domain.states import ProcessState

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from activities import contracts, functions
-from activities.contracts import ActivityContract
+from activities import functions
+from contracts import activities as contracts
+from contracts.activities import ActivityContract
+from contracts.names import Activity
 from domain.messages import AgentReply
-from orchestrators.names import Activity
 
 ORDER = (
     '{"OrderID": "o-1", "Customer": "Contoso", "Total": "20.00", '

@@ -3,7 +3,8 @@
 import sqlite3
 from pathlib import Path
 
-from adapters.sql.orders import SQLITE_SCHEMA, sqlite_orders_repository
+from adapters.sql.orders import sqlite_orders_repository
+from adapters.sql.schema import SQLITE_SCHEMA
 from domain.order_status import status_version
 from tests.support.clock import T0
 

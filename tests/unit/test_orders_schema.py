@@ -9,8 +9,7 @@ import pytest
 from rich.console import Console
 
 from adapters.resilience import RetryPolicy, guard, is_transient
-from adapters.sql.orders import SQLITE_SCHEMA
-from adapters.sql.schema import SchemaMissing, check_schema, ensure_schema, script
+from adapters.sql.schema import SQLITE_SCHEMA, SchemaMissing, check_schema, ensure_schema, script
 from domain.errors import DependencyUnavailable
 from ops.__main__ import main
 

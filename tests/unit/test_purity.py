@@ -9,6 +9,7 @@ and must fail there: a rule that cannot fail checks nothing.
 """
 
 import ast
+import graphlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ SHIPPED = (
     "bootstrap",
     "settings",
     "activities",
+    "contracts",
     "adapters",
     "domain",
     "orchestrators",
@@ -83,6 +85,16 @@ RULES = {
         "orchestrators import neither services nor adapters (they must replay deterministically)",
         ("orchestrators",),
         {"services", "adapters"}.__contains__,
+    ),
+    "contracts": Rule(
+        "contracts import nothing of the project but domain (a leaf every layer may use)",
+        ("contracts",),
+        lambda top: top not in {"contracts", "domain"},
+    ),
+    "below": Rule(
+        "nothing below the orchestrators imports them (the names and contracts they share are in contracts/)",
+        ("domain", "contracts", "services", "adapters", "activities", "settings", "agent_worker"),
+        {"orchestrators"}.__contains__,
     ),
     "services": Rule("services do not import adapters", ("services",), {"adapters"}.__contains__),
     "adapters": Rule("adapters do not import services", ("adapters",), {"services"}.__contains__),
@@ -187,7 +199,14 @@ def test_the_unmutated_copy_keeps_every_rule(copy: Path) -> None:
         ("domain", "domain/states.py", "from services import fenced", "domain.states -> services"),
         ("domain", "domain/states.py", "import settings", "domain.states -> settings"),
         ("orchestrators", "orchestrators/order_attempt.py", "import adapters.clock", "-> adapters"),
-        ("orchestrators", "orchestrators/names.py", "from services import fenced", "-> services"),
+        ("contracts", "contracts/names.py", "from services import fenced", "contracts.names -> services"),
+        ("below", "services/scheduling.py", "import orchestrators.order_attempt", "-> orchestrators"),
+        (
+            "below",
+            "activities/steps.py",
+            "def _later() -> None:\n    import orchestrators",
+            "-> orchestrators",
+        ),
         ("services", "services/fenced.py", "from adapters.clock import host_clock", "-> adapters"),
         # Through the composition root: the rule is about what a service reaches.
         ("services", "services/fenced.py", "import bootstrap", "services.fenced -> bootstrap -> adapters"),
@@ -215,3 +234,39 @@ def test_each_rule_fails_on_a_copy_that_breaks_it(
 def test_an_import_inside_a_function_counts(copy: Path) -> None:
     _add_import(copy / "services" / "fenced.py", "def _later() -> None:\n    import adapters.clock  # noqa")
     assert any(p.startswith("services/fenced.py:") for p in layer_problems(copy, RULES["services"]))
+
+
+# --- no circles: a module of what ships never reaches itself through its own imports -----------
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Every import circle among the shipped modules (lazy imports included), one per edge that
+    closes one: graphlib names a circle, the edge is dropped, and the search goes on."""
+    graph: dict[str, set[str]] = {}
+    for top in SHIPPED:
+        for relative in _modules(root, top):
+            name = shipping.module_name(relative)
+            imported = {shipping.first_party(root, n) for n in shipping.imported_names(root, relative)}
+            # A package's own __init__ runs before its modules: that edge is no circle.
+            graph[name] = {m for m in imported if m and m != name and not name.startswith(f"{m}.")}
+    circles = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+        except graphlib.CycleError as error:
+            circle: list[str] = error.args[1]
+            circles.append(circle)
+            graph[circle[1]].discard(circle[0])  # graphlib lists a circle as [a, ..., b, a], b -> a
+        else:
+            return circles
+
+
+def test_what_ships_has_no_import_circle() -> None:
+    assert import_cycles(ROOT) == []
+
+
+def test_a_circle_through_a_lazy_import_is_found(copy: Path) -> None:
+    _add_import(
+        copy / "adapters" / "sql" / "schema.py", "def _later() -> None:\n    import adapters.sql.orders"
+    )
+    assert [set(circle) for circle in import_cycles(copy)] == [{"adapters.sql.orders", "adapters.sql.schema"}]

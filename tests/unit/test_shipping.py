@@ -21,7 +21,7 @@ from tools.deploy_package import deployed_files
 ROOT = Path(__file__).resolve().parents[2]
 # The local stack and the tools around it: they may import the app, never the reverse.
 HARNESS = {"devhost", "simulator", "demo", "standins", "tests", "bench", "tools", "ops", "emulators"}
-APP_PACKAGES = {"activities", "adapters", "domain", "orchestrators", "services"}
+APP_PACKAGES = {"activities", "adapters", "contracts", "domain", "orchestrators", "services"}
 # The modules at the top, beside function_app.py: what joins the packages.
 APP_MODULES = {"function_app.py", "first_engine_blueprint.py", "bootstrap.py", "settings.py"}
 PROFILES = ("adapters/azure_profile.py", "adapters/embedded_profile.py")

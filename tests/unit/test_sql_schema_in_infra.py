@@ -4,7 +4,7 @@ tables and columns as the adapter's own DDL, which the contract suite proves on 
 import re
 from pathlib import Path
 
-from adapters.sql.orders import SQLITE_SCHEMA
+from adapters.sql.schema import SQLITE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ def orchestrator_name(version: str) -> str:
 
 class Activity(StrEnum):
     """The activity functions, by the one name function_app.py registers each under and the
-    orchestrators call it by. What each takes and returns: ``activities.contracts``."""
+    orchestrators call it by. What each takes and returns: ``contracts.activities``."""
 
     ADVANCE = "advance"  # everything between two waits of an order_attempt
     # The first engine's, one per action (orchestrators/first_engine.py): drained with it.

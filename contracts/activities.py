@@ -38,10 +38,10 @@ from pydantic import (
     model_validator,
 )
 
+from contracts.names import Activity
 from domain import workflow
 from domain.messages import AgentReply
 from domain.states import ProcessState
-from orchestrators.names import Activity
 
 
 class JsonObject(dict[str, Any]):
