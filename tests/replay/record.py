@@ -49,16 +49,18 @@ def lost_reply(app: App) -> None:
     app.run_until_terminal("lost-1")
 
 
-def late_reply(app: App) -> None:
-    # The reply comes after the step's CompleteBy: the timer wins, the reply is stray.
-    def script(request: AgentRequest, n: int) -> Answer:
-        if (request.Step, n) == ("ReserveInventory", 1):
-            return Answer("ok", delay=timedelta(minutes=2))
-        return OK
+def reply_after(order_id: str, delay: timedelta) -> Scenario:
+    """The first ReserveInventory's reply comes ``delay`` after its request."""
 
-    app.agent.script = script
-    app.submit(submission("race-1"))
-    app.run_until_terminal("race-1")
+    def scenario(app: App) -> None:
+        def script(request: AgentRequest, n: int) -> Answer:
+            return Answer("ok", delay=delay) if (request.Step, n) == ("ReserveInventory", 1) else OK
+
+        app.agent.script = script
+        app.submit(submission(order_id))
+        app.run_until_terminal(order_id)
+
+    return scenario
 
 
 def version_2(app: App) -> None:
@@ -87,7 +89,8 @@ SCENARIOS: dict[str, tuple[Scenario, dict[str, str]]] = {
     "happy": (happy, {}),
     "compensated": (compensated, {}),
     "lost-reply": (lost_reply, {}),
-    "late-reply": (late_reply, {}),
+    # After the step's CompleteBy: the timer wins, the reply is stray.
+    "late-reply": (reply_after("race-1", timedelta(minutes=2)), {}),
     "version-2": (version_2, {"SAS_WORKFLOW_VERSION": "v2"}),
     "first-engine": (first_engine, {"SAS_MAX_IN_FLIGHT": "1"}),
 }
