@@ -133,9 +133,16 @@ def _parser() -> argparse.ArgumentParser:
     ddl.add_argument(
         "--script", choices=["sqlserver", "postgresql", "sqlite"], help="print the DDL instead of running it"
     )
-    _instances(command("instances", "Durable orchestration instances of one orchestrator (a drain check)"))
-    replay.add_arguments(command("replay", "export Durable histories; replay them through today's code"), command)
+    _durable(command)
     return parser
+
+
+def _durable(command: replay.AddCommand) -> None:
+    """The commands on the Durable task hub: the drain check, and replay safety."""
+    _instances(command("instances", "Durable orchestration instances of one orchestrator (a drain check)"))
+    replay.add_arguments(
+        command("replay", "export Durable histories; replay them through today's code"), command
+    )
 
 
 def _instances(listed: argparse.ArgumentParser) -> None:

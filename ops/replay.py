@@ -36,7 +36,6 @@ from ops.replay_history import (
     write_histories,
 )
 
-
 # The CLI's own helper (ops/cli.py ``command``): a subcommand that takes the common options.
 AddCommand = Callable[[str, str, Any], argparse.ArgumentParser]
 
@@ -82,6 +81,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 def check(path: Path, code_dir: Path, out: Output) -> int:
     histories = read_histories(path)
+    if not (code_dir / "function_app.py").exists():
+        raise BadArgument(f"{code_dir} has no function_app.py (--code-dir)")
     orchestrators = registered_orchestrators(code_dir)
     verdicts = [replay(recorded, orchestrators) for recorded in histories]
     rows = [
@@ -124,7 +125,9 @@ def from_task_hub(
 
     account = deployment.value(azd.HOST_STORAGE)
     source = f"azure-storage:{account}/{task_hub}History"
-    service = TableServiceClient(f"https://{account}.table.core.windows.net", credential=DefaultAzureCredential())
+    service = TableServiceClient(
+        f"https://{account}.table.core.windows.net", credential=DefaultAzureCredential()
+    )
     try:
         with service:
             instances = service.get_table_client(f"{task_hub}Instances").list_entities()
@@ -132,9 +135,12 @@ def from_task_hub(
             return [
                 from_history_rows(
                     dict(instance),
-                    (dict(row) for row in history.query_entities(
-                        "PartitionKey eq @id", parameters={"id": instance["PartitionKey"]}
-                    )),
+                    (
+                        dict(row)
+                        for row in history.query_entities(
+                            "PartitionKey eq @id", parameters={"id": instance["PartitionKey"]}
+                        )
+                    ),
                     source,
                 )
                 for instance in instances

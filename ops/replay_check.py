@@ -12,6 +12,7 @@ flight: DTFx fails it with "Non-deterministic workflow detected". Inputs are not
 as DTFx does not compare them.
 """
 
+import functools
 import importlib
 import json
 import sys
@@ -73,9 +74,14 @@ class Verdict:
         )
 
 
+@functools.cache
 def registered_orchestrators(app_dir: Path) -> dict[str, Handle]:
     """The orchestrator functions ``function_app.py`` in ``app_dir`` registers, by the name the
-    task hub knows them by, each as the worker calls it."""
+    task hub knows them by, each as the worker calls it. Once a process: the SDK's app builds its
+    functions once (a second ``get_functions`` finds every name taken)."""
+    loaded = sys.modules.get("function_app")
+    if loaded is not None and Path(str(loaded.__file__)).parent != app_dir:
+        raise ValueError(f"this process already runs the function_app of {Path(str(loaded.__file__)).parent}")
     sys.path.insert(0, str(app_dir))
     try:
         app = importlib.import_module("function_app").app

@@ -35,9 +35,7 @@ from devhost.durable_wire import EventType, format_time
 FORMAT = "sas-durable-history/1"
 # DurableTask.Core's EventType names, as the Azure Storage provider writes them in the History
 # table's EventType column: the SDK reads the integers (durable_wire.EventType).
-_EVENT_TYPES = {
-    "".join(part.capitalize() for part in kind.name.split("_")): int(kind) for kind in EventType
-}
+_EVENT_TYPES = {"".join(part.capitalize() for part in kind.name.split("_")): int(kind) for kind in EventType}
 # Table Storage's own columns and the provider's row bookkeeping: not part of an event.
 _TABLE_COLUMNS = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "ExecutionId"})
 # A History row whose input or result was too large for the table points at a blob instead
@@ -51,14 +49,14 @@ class HistoryError(Exception):
 
 @dataclass(frozen=True)
 class RecordedHistory:
-    instanceId: str  # noqa: N815 - the file's key, as documented
-    executionId: str  # noqa: N815
+    instanceId: str  # the file's keys, as documented (camelCase)
+    executionId: str
     orchestrator: str
     version: str
-    runtimeStatus: str  # noqa: N815
+    runtimeStatus: str
     input: str | None
     source: str
-    recordedAt: str  # noqa: N815
+    recordedAt: str
     history: list[dict[str, Any]]
 
     def to_json(self) -> str:
@@ -77,6 +75,8 @@ class RecordedHistory:
 
 def read_histories(path: Path) -> list[RecordedHistory]:
     """One file, or every ``*.json`` of a directory, by name."""
+    if not path.exists():
+        raise HistoryError(f"{path}: no such file or directory")
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files:
         raise HistoryError(f"{path}: no *.json histories")

@@ -77,7 +77,8 @@ def first_engine(app: App) -> None:
     app.submit(submission("first-1"))
     app.run_until(lambda: app.states.get("first-1") is not None)
     ports = app.ports()
-    report = claim_pending(ports.states, ports.clock, ports.settings.scheduler_policy, max_in_flight=60, batch_size=1)
+    policy = ports.settings.scheduler_policy
+    report = claim_pending(ports.states, ports.clock, policy, max_in_flight=60, batch_size=1)
     [claim] = report.claims
     app.host.engine.start(
         orchestrator_name(claim.workflow_version), claim.instance_id, f'{{"OrderID": "{claim.order_id}"}}'
