@@ -16,9 +16,8 @@ and Python has no client for its history.
 """
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from adapters.local_settings import load_local_settings
 from devhost.config import DevhostConfig
@@ -36,8 +35,11 @@ from ops.replay_history import (
     write_histories,
 )
 
-# The CLI's own helper (ops/cli.py ``command``): a subcommand that takes the common options.
-AddCommand = Callable[[str, str, Any], argparse.ArgumentParser]
+
+class AddCommand(Protocol):
+    """The CLI's own helper (ops/cli.py ``command``): a subcommand that takes the common options."""
+
+    def __call__(self, name: str, help: str, parent: Any = ..., /) -> argparse.ArgumentParser: ...
 
 
 def add_arguments(replaying: argparse.ArgumentParser, add: AddCommand) -> None:
