@@ -11,6 +11,7 @@ first engine (order_workflow_v1) on a record it claimed. Every instance they lea
 
 import argparse
 import asyncio
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
@@ -112,7 +113,10 @@ def record(name: str, scenario: Scenario, settings: dict[str, str]) -> list[Reco
             finally:
                 app.stop()
             ended = {str(status) for status in FINISHED} - {RuntimeStatus.TERMINATED}
-            return [h for h in from_devhost(Path(tmp) / "devhost" / "durable.db") if h.runtimeStatus in ended]
+            exported = from_devhost(Path(tmp) / "devhost" / "durable.db")
+            # Named by its scenario, not by the temporary directory it ran in: a rerun diffs clean.
+            source = f"devhost:python -m tests.replay.record --only {name}"
+            return [dataclasses.replace(h, source=source) for h in exported if h.runtimeStatus in ended]
     finally:
         patch.undo()
         loop.close()

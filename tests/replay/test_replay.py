@@ -19,7 +19,10 @@ from rich.console import Console
 
 from devhost.durable_wire import FINISHED, EventType
 from domain.sample_workflow import ORDER_WORKFLOW_V1
+from ops import azd
 from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
+from ops.errors import BadArgument
+from ops.replay import from_task_hub
 from ops.replay_check import Handle, registered_orchestrators, replay
 from ops.replay_history import HistoryError, RecordedHistory, event_from_row, read_histories
 from orchestrators.first_engine import run_workflow
@@ -104,6 +107,8 @@ def test_reordering_two_steps_of_the_first_engine_fails_at_the_first_moved_call(
     assert verdict.describe().startswith(f"first-1-1 (order_workflow_v1): history event {verdict.event} ")
 
 
+# The SDK warns when a recorded result meets no task of the changed code: the divergence itself.
+@pytest.mark.filterwarnings("ignore:Potential duplicate Task completion:UserWarning")
 def test_adding_a_call_to_the_attempt_fails_at_the_event_it_displaces(tmp_path: Path) -> None:
     first_call = "    result = yield from call(context, ADVANCE, start)\n"
     attempt = copy_of(
@@ -227,3 +232,10 @@ def test_ops_replay_export_writes_what_devhost_ran_and_it_replays(
     )
     assert [json.dumps(e) for e in exported.history] == stored  # the events exactly as stored
     assert ops("replay", "check", str(out))[0] == 0
+
+
+def test_azd_export_reads_the_azure_storage_task_hub_only() -> None:
+    with pytest.raises(BadArgument, match="DURABLE_BACKEND is durableTaskScheduler"):
+        from_task_hub(azd.Deployment({"DURABLE_BACKEND": "durableTaskScheduler"}), "hub", None)
+    with pytest.raises(BadArgument, match="no AZURE_HOST_STORAGE_ACCOUNT_NAME"):
+        from_task_hub(azd.Deployment({}), "hub", None)
