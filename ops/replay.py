@@ -2,9 +2,10 @@
 
     python -m ops replay export --out DIR [--name ORCHESTRATOR] [--data-dir DIR]  # devhost's task hub
     python -m ops --azd replay export --out DIR [--name ORCHESTRATOR]   # the deployment's task hub
-    python -m ops replay check PATH [--code-dir DIR]   # a file or a directory of them; exit 1 on a failure
+    python -m ops replay check PATH   # a history file or a directory; through this checkout's code
 
-The file format: ``ops/replay_history.py``; the replay: ``ops/replay_check.py``.
+Exit 1 if a history no longer replays. The file format: ``ops/replay_history.py``; the replay:
+``ops/replay_check.py``.
 
 ``--azd`` reads the Azure Storage task hub's Instances and History tables in the Functions
 host's storage account, as the deployer (``az login``), with the Storage Table Data Reader
@@ -51,16 +52,13 @@ def add_arguments(replaying: argparse.ArgumentParser, add: AddCommand) -> None:
     export.add_argument("--data-dir", type=Path, help="devhost's data directory (default $DEVHOST_DATA_DIR)")
     check = add("check", "replay recorded histories through today's orchestrators", subcommands)
     check.add_argument("path", type=Path, help="a history file, or a directory of *.json histories")
-    check.add_argument(
-        "--code-dir", type=Path, help="where function_app.py is (default: the --app-dir, this checkout)"
-    )
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
     app_dir = args.app_dir.resolve()
     try:
         if args.replay_command == "check":
-            return check(args.path, (args.code_dir or app_dir).resolve(), out)
+            return check(args.path, app_dir, out)
         names = frozenset(args.name) if args.name else None
         if args.azd or args.azd_env:
             deployment = azd.Deployment(azd.read_values(app_dir, args.azd_env))
@@ -84,8 +82,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
 def check(path: Path, code_dir: Path, out: Output) -> int:
     histories = read_histories(path)
     if not (code_dir / "function_app.py").exists():
-        raise BadArgument(f"{code_dir} has no function_app.py (--code-dir)")
-    orchestrators = registered_orchestrators(code_dir)
+        raise BadArgument(f"{code_dir} has no function_app.py: run replay check in the checkout to deploy")
+    try:
+        orchestrators = registered_orchestrators(code_dir)
+    except ValueError as elsewhere:
+        raise BadArgument(str(elsewhere)) from None
     verdicts = [replay(recorded, orchestrators) for recorded in histories]
     rows = [
         {
