@@ -83,10 +83,7 @@ def check(path: Path, code_dir: Path, out: Output) -> int:
     histories = read_histories(path)
     if not (code_dir / "function_app.py").exists():
         raise BadArgument(f"{code_dir} has no function_app.py: run replay check in the checkout to deploy")
-    try:
-        orchestrators = registered_orchestrators(code_dir)
-    except ValueError as elsewhere:
-        raise BadArgument(str(elsewhere)) from None
+    orchestrators = registered_orchestrators(code_dir)
     verdicts = [replay(recorded, orchestrators) for recorded in histories]
     rows = [
         {

@@ -13,7 +13,7 @@ as DTFx does not compare them.
 """
 
 import functools
-import importlib
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -77,18 +77,20 @@ class Verdict:
 @functools.cache
 def registered_orchestrators(app_dir: Path) -> dict[str, Handle]:
     """The orchestrator functions ``function_app.py`` in ``app_dir`` registers, by the name the
-    task hub knows them by, each as the worker calls it. Once a process: the SDK's app builds its
-    functions once (a second ``get_functions`` finds every name taken)."""
-    loaded = sys.modules.get("function_app")
-    if loaded is not None and Path(str(loaded.__file__)).parent != app_dir:
-        raise ValueError(f"this process already runs the function_app of {Path(str(loaded.__file__)).parent}")
-    sys.path.insert(0, str(app_dir))
+    task hub knows them by, each as the worker calls it. Loaded under a name of its own, once a
+    process: the SDK's app hands out its functions once, and ``function_app`` in sys.modules
+    may be another app's (devhost in process imports each app afresh under that name)."""
+    spec = importlib.util.spec_from_file_location("replayed_function_app", app_dir / "function_app.py")
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{app_dir} has no function_app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(app_dir))  # the app's own packages, as the worker resolves them
     try:
-        app = importlib.import_module("function_app").app
+        spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(app_dir))
     found: dict[str, Handle] = {}
-    for function in app.get_functions():
+    for function in module.app.get_functions():
         if function.get_trigger().type == "orchestrationTrigger":
             found[function.get_function_name()] = function.get_user_function()
     return found
