@@ -75,7 +75,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         [{"InstanceId": h.instanceId, "Name": h.orchestrator, "Events": len(h.history)} for h in histories],
         ["InstanceId", "Name", "Events"],
     )
-    out.line(f"replay: {len(written)} histories in {args.out}")
+    if not out.as_json:  # JSON is the table alone, for a script
+        out.line(f"replay: {len(written)} histories in {args.out}")
     return 0
 
 

@@ -232,6 +232,12 @@ def test_ops_replay_export_writes_what_devhost_ran_and_it_replays(
     )
     assert [json.dumps(e) for e in exported.history] == stored  # the events exactly as stored
     assert ops("replay", "check", str(out))[0] == 0
+    code, text = ops("--json", "replay", "check", str(out))
+    assert code == 0 and [(r["InstanceId"], r["Deterministic"]) for r in json.loads(text)] == [
+        ("export-1-1", True)
+    ]
+    code, text = ops("--json", "replay", "export", "--data-dir", str(tmp_path / "devhost"), "--out", str(out))
+    assert code == 0 and [row["InstanceId"] for row in json.loads(text)] == ["export-1-1"]
 
 
 def test_azd_export_reads_the_azure_storage_task_hub_only() -> None:
