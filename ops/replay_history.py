@@ -38,6 +38,9 @@ FORMAT = "sas-durable-history/1"
 _EVENT_TYPES = {"".join(part.capitalize() for part in kind.name.split("_")): int(kind) for kind in EventType}
 # Table Storage's own columns and the provider's row bookkeeping: not part of an event.
 _TABLE_COLUMNS = frozenset({"PartitionKey", "RowKey", "Timestamp", "etag", "ExecutionId"})
+# The row of a partition that holds no event: the provider's checkpoint marker
+# (DurableTask.AzureStorage AzureTableTrackingStore, SentinelRowKey), skipped as it skips it.
+SENTINEL_ROW_KEY = "sentinel"
 # A History row whose input or result was too large for the table points at a blob instead
 # (DurableTask.AzureStorage's large-message offload); a replay needs the payload itself.
 _BLOB_COLUMNS = ("InputBlobName", "ResultBlobName", "ReasonBlobName", "DetailsBlobName")
@@ -146,7 +149,8 @@ def _version(events: list[dict[str, Any]]) -> str:
 def event_from_row(row: dict[str, Any], where: str) -> dict[str, Any]:
     """A History table row (DurableTask.AzureStorage) as the SDK's event: the EventType name as
     its integer, the event's own time (``_Timestamp``: ``Timestamp`` is the table's) as
-    ``Timestamp``, the table's bookkeeping columns dropped."""
+    ``Timestamp`` (the table's own, the row's last write, where there is none), the table's
+    bookkeeping columns dropped."""
     kind = _EVENT_TYPES.get(str(row.get("EventType")))
     if kind is None:
         raise HistoryError(f"{where}: event type {row.get('EventType')!r} is not one the SDK replays")
@@ -177,8 +181,10 @@ def from_history_rows(
     events = [
         event_from_row(row, f"{source} {instance_id}/{row.get('RowKey')}")
         for row in rows
-        # A partition keeps the rows of earlier executions until they are purged.
-        if not execution_id or row.get("ExecutionId") in (None, execution_id)
+        # A partition keeps the rows of earlier executions until they are purged, as the
+        # provider reads it (GetHistoryEventsAsync: the sentinel skipped, one execution's rows).
+        if row.get("RowKey") != SENTINEL_ROW_KEY
+        and (not execution_id or row.get("ExecutionId") in (None, execution_id))
     ]
     return RecordedHistory(
         instanceId=instance_id,

@@ -24,7 +24,13 @@ from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
 from ops.errors import BadArgument
 from ops.replay import from_task_hub
 from ops.replay_check import Handle, registered_orchestrators, replay
-from ops.replay_history import HistoryError, RecordedHistory, event_from_row, read_histories
+from ops.replay_history import (
+    HistoryError,
+    RecordedHistory,
+    event_from_row,
+    from_history_rows,
+    read_histories,
+)
 from orchestrators.first_engine import run_workflow
 from tests.replay.record import HISTORIES
 from tests.support.app import start_app, submission
@@ -245,3 +251,32 @@ def test_azd_export_reads_the_azure_storage_task_hub_only() -> None:
         from_task_hub(azd.Deployment({"DURABLE_BACKEND": "durableTaskScheduler"}), "hub", None)
     with pytest.raises(BadArgument, match="no AZURE_HOST_STORAGE_ACCOUNT_NAME"):
         from_task_hub(azd.Deployment({}), "hub", None)
+
+
+def test_an_instance_from_its_table_rows_skips_the_sentinel_and_earlier_executions() -> None:
+    def row(key: str, execution: str, kind: str, **fields: object) -> dict[str, object]:
+        base = {"PartitionKey": "o-1-1", "RowKey": key, "ExecutionId": execution, "EventType": kind}
+        return base | {"_Timestamp": "2026-03-01T09:00:00Z", **fields}
+
+    rows = [
+        row("0000000000000000", "e2", "ExecutionStarted", Name="order_attempt", Input="{}"),
+        row("0000000000000001", "e2", "TaskScheduled", EventId=0, Name="advance"),
+        row("0000000000000000", "e1", "ExecutionStarted", Name="order_attempt"),
+        {"PartitionKey": "o-1-1", "RowKey": "sentinel", "ExecutionId": "e2", "IsCheckpointComplete": True},
+    ]
+    instance = {
+        "PartitionKey": "o-1-1",
+        "ExecutionId": "e2",
+        "Name": "order_attempt",
+        "RuntimeStatus": "Running",
+    }
+    recorded = from_history_rows(instance, iter(rows), "azure-storage:acct/hubHistory")
+    assert [(e["EventType"], e.get("Name")) for e in recorded.history] == [
+        (int(EventType.EXECUTION_STARTED), "order_attempt"),
+        (int(EventType.TASK_SCHEDULED), "advance"),
+    ]
+    assert (recorded.orchestrator, recorded.runtimeStatus, recorded.executionId) == (
+        "order_attempt",
+        "Running",
+        "e2",
+    )
