@@ -187,6 +187,8 @@ var useDurableTaskScheduler = durableBackend == 'durableTaskScheduler'
 var durableTaskHubName = 'SchedulerAgentSupervisor'
 // The Azure Storage backend's instance table, which `ops instances` reads (operator-rbac.bicep).
 var taskHubInstancesTableName = '${durableTaskHubName}Instances'
+// Its history table, which `ops replay export` reads with it (operator-rbac.bicep).
+var taskHubHistoryTableName = '${durableTaskHubName}History'
 var publicNetworkAccess = networkIsolation ? 'Disabled' : 'Enabled'
 // Private endpoints of the data services with networkIsolation (network.bicep), and their zones.
 var dataEndpoints = [
@@ -321,6 +323,7 @@ module hostStorage 'modules/storage.bicep' = {
     // the deployer's Storage Table Data Reader for `ops instances` is scoped to this table alone.
     tables: useDurableTaskScheduler ? [] : [
       taskHubInstancesTableName
+      taskHubHistoryTableName
     ]
     deleteRetentionDays: storageDeleteRetentionDays
     publicNetworkAccess: publicNetworkAccess
@@ -487,6 +490,7 @@ module operatorRbac 'modules/operator-rbac.bicep' = if (grantDeployerOperatorRol
     compensationLogTableName: compensationLogTableName
     hostStorageName: hostStorage.outputs.name
     taskHubInstancesTableName: useDurableTaskScheduler ? '' : taskHubInstancesTableName
+    taskHubHistoryTableName: useDurableTaskScheduler ? '' : taskHubHistoryTableName
   }
   // The sample app's status queue exists once the namespace module has run.
   dependsOn: [

@@ -18,6 +18,7 @@
     python -m ops schema --script sqlserver   # the same as a sqlcmd script (the post-provision step)
     python -m ops dashboard [--port 8765]   # the operator's picture on loopback (ops/dashboard.py)
     python -m ops instances --name order_workflow_v1 [--status Running,Pending]   # drain check
+    python -m ops replay export --out DIR | replay check PATH   # replay safety (ops/replay.py)
     python -m ops --azd [--azd-env NAME] smoke|status|show|list|watch|alerts|dlq|instances   # ops/azd.py
 
 Settings come from the environment, with ``local.settings.json`` (in ``--app-dir``) filling the
@@ -42,7 +43,7 @@ from bootstrap import build_ports
 from domain.apps import RegistryError
 from domain.errors import DependencyUnavailable
 from domain.states import ProcessState
-from ops import alerts, azd, dead_letters, instances, orders, queues, schema, smoke
+from ops import alerts, azd, dead_letters, instances, orders, queues, replay, schema, smoke
 from ops.dashboard import run_dashboard
 from ops.errors import EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE, BadArgument, Refused
 from ops.output import Output
@@ -132,8 +133,16 @@ def _parser() -> argparse.ArgumentParser:
     ddl.add_argument(
         "--script", choices=["sqlserver", "postgresql", "sqlite"], help="print the DDL instead of running it"
     )
-    _instances(command("instances", "Durable orchestration instances of one orchestrator (a drain check)"))
+    _durable(command)
     return parser
+
+
+def _durable(command: replay.AddCommand) -> None:
+    """The commands on the Durable task hub: the drain check, and replay safety."""
+    _instances(command("instances", "Durable orchestration instances of one orchestrator (a drain check)"))
+    replay.add_arguments(
+        command("replay", "export Durable histories; replay them through today's code"), command
+    )
 
 
 def _instances(listed: argparse.ArgumentParser) -> None:
@@ -155,6 +164,8 @@ def _statuses(text: str) -> tuple[str, ...]:
 
 
 def _run(args: argparse.Namespace, out: Output) -> int:
+    if args.command == "replay":  # local or --azd: its own sources (ops/replay.py)
+        return replay.run(args, out)
     if args.azd or args.azd_env:
         _on_deployment(args, out)
         return 0

@@ -14,6 +14,7 @@
 // | ops dlq list / resubmit <queue>                | queues orders, agent-requests, agent-replies | Data Receiver (peek, take the dead letter) + Data Sender (send it back) |
 // | ops smoke --app <sample app>, ops show         | queue status-<sample app> (main.bicep sampleApp) | Azure Service Bus Data Receiver (peek only: the app's own receiver still gets them) |
 // | ops instances (Azure Storage backend)          | table <hub>Instances (host storage) | Storage Table Data Reader     |
+// | ops replay export (Azure Storage backend)      | tables <hub>Instances, <hub>History | Storage Table Data Reader     |
 
 @description('Object ID of the deploying principal (azd principalId).')
 param operatorPrincipalId string
@@ -56,6 +57,9 @@ param hostStorageName string
 
 @description('The task hub\'s instance table (<hub>Instances), which `ops instances` reads; empty on the Durable Task Scheduler, whose task hub is not in storage.')
 param taskHubInstancesTableName string
+
+@description('The task hub\'s history table (<hub>History), which `ops replay export` reads; empty on the Durable Task Scheduler.')
+param taskHubHistoryTableName string
 
 var serviceBusDataSender = '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
 var serviceBusDataReceiver = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
@@ -245,6 +249,23 @@ resource taskHubInstancesTable 'Microsoft.Storage/storageAccounts/tableServices/
 resource taskHubInstancesReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(taskHubInstancesTableName)) {
   name: guid(taskHubInstancesTable.id, operatorPrincipalId, storageTableDataReader)
   scope: taskHubInstancesTable
+  properties: {
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataReader)
+  }
+}
+
+// ops replay export: every instance's history, to replay through the code about to be deployed
+// (ops/replay.py). Declared by main.bicep like the Instances table, for the same reason.
+resource taskHubHistoryTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
+  parent: hostTableService
+  name: taskHubHistoryTableName
+}
+
+resource taskHubHistoryReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(taskHubHistoryTableName)) {
+  name: guid(taskHubHistoryTable.id, operatorPrincipalId, storageTableDataReader)
+  scope: taskHubHistoryTable
   properties: {
     principalId: operatorPrincipalId
     principalType: operatorPrincipalType

@@ -244,6 +244,7 @@ def _table_scopes(root: Path) -> dict[str, str]:
     try:
         hub = json.loads((root / "host.json").read_text())["extensions"]["durableTask"]["hubName"]
         scopes[f"{hub}Instances"] = policy.TASK_HUB_INSTANCES_TABLE
+        scopes[f"{hub}History"] = policy.TASK_HUB_HISTORY_TABLE
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return scopes
@@ -297,7 +298,7 @@ def _check_deployer_on(
     for assignment, role, scope in held:
         if not sample_app and scope.startswith(policy.STATUS_QUEUE_PREFIX):
             continue  # _check_sample_app_off names it
-        if not _allowed(role, scope) or (scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub):
+        if not _allowed(role, scope) or (scope in policy.TASK_HUB_TABLES and not storage_hub):
             report.add(
                 assignment.file.rel,
                 assignment.line,
@@ -308,7 +309,7 @@ def _check_deployer_on(
     line = main.file.line_of(f"param {policy.OPERATOR_ROLES_PARAM} ")
     for role, (scopes, why) in policy.OPERATOR_ROLES.items():
         for scope in sorted(scopes):
-            if (scope == policy.TASK_HUB_INSTANCES_TABLE and not storage_hub) or (
+            if (scope in policy.TASK_HUB_TABLES and not storage_hub) or (
                 scope.startswith(policy.STATUS_QUEUE_PREFIX) and not sample_app
             ):
                 continue

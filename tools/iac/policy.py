@@ -28,7 +28,8 @@ ALLOWED_ROLES: dict[str, str] = {
     # Cosmos DB's own data-plane roles (sqlRoleAssignments, not Microsoft.Authorization).
     "Cosmos DB Built-in Data Reader": "00000000-0000-0000-0000-000000000001",
     # Only the deployer's, with grantDeployerOperatorRoles, on one table each (OPERATOR_ROLES):
-    # `ops show` reads the compensation log, `ops instances` the task hub's Instances table.
+    # `ops show` reads the compensation log, `ops instances` the task hub's Instances table,
+    # `ops replay export` its Instances and History tables.
     "Storage Table Data Reader": "76199698-9eea-4c19-bc75-cec21354c6b6",
     "Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
 }
@@ -233,6 +234,8 @@ COMPENSATION_LOG_TABLE = "the compensation log table"
 # The Azure Storage backend's <hubName>Instances table (host.json hubName): on the Durable Task
 # Scheduler the task hub is not in storage, and the deployer gets no role for it.
 TASK_HUB_INSTANCES_TABLE = "the task hub's Instances table"
+TASK_HUB_HISTORY_TABLE = "the task hub's History table"
+TASK_HUB_TABLES = frozenset({TASK_HUB_INSTANCES_TABLE, TASK_HUB_HISTORY_TABLE})
 OPERATOR_ROLES: dict[str, tuple[frozenset[str], str]] = {
     ALLOWED_ROLES["Azure Service Bus Data Receiver"]: (
         frozenset({"operator-alerts", "orders", "agent-requests", "agent-replies", "status-*"}),
@@ -247,7 +250,8 @@ OPERATOR_ROLES: dict[str, tuple[frozenset[str], str]] = {
         "ops status, show, list and watch read state records",
     ),
     ALLOWED_ROLES["Storage Table Data Reader"]: (
-        frozenset({COMPENSATION_LOG_TABLE, TASK_HUB_INSTANCES_TABLE}),
-        "ops show reads the compensation log, ops instances the task hub's Instances table",
+        frozenset({COMPENSATION_LOG_TABLE, *TASK_HUB_TABLES}),
+        "ops show reads the compensation log, ops instances the task hub's Instances table, "
+        "ops replay export its Instances and History tables",
     ),
 }
