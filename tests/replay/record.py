@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.names import orchestrator_name
 from devhost.durable_wire import FINISHED, RuntimeStatus
 from domain.messages import AgentRequest
 from ops.replay_history import RecordedHistory, from_devhost, write_histories
-from orchestrators.names import orchestrator_name
 from services.claim_pending import claim_pending
 from tests.support.app import App, start_app, submission
 from tests.support.scripted_agent import OK, Answer
