@@ -104,6 +104,10 @@ class StateStore(Protocol):
         """Free ``holder``'s slot, if it holds one."""
         ...
 
+    def slots_acquired(self) -> list[datetime]:
+        """When each held slot was taken: the front end's drain rate (one read)."""
+        ...
+
 
 @dataclass(frozen=True)
 class OrderLineRow:

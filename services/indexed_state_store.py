@@ -149,6 +149,9 @@ class IndexedStateStore:
     def release_slot(self, holder: str) -> None:
         self._states.release_slot(holder)
 
+    def slots_acquired(self) -> list[datetime]:
+        return self._states.slots_acquired()
+
     def query_expired(
         self,
         window_start: datetime,

@@ -28,7 +28,7 @@ from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Slot, SlotOutcome, Stored
 from domain.record import StateRecord, from_document, to_document
 from domain.states import ProcessState
-from domain.timestamps import format_ts
+from domain.timestamps import format_ts, parse_ts
 
 PARTITION_KEY_PATH = "/OrderID"
 CONTAINER = "orderState"
@@ -178,6 +178,11 @@ class CosmosStateStore:
             item, etag = self._read_slots()
             if item["Holders"].pop(holder, None) is None or self._write_slots(item, etag):
                 return
+
+    def slots_acquired(self) -> list[datetime]:
+        item, _ = self._read_slots()
+        # Slots adopted when the item was created have no time: they say nothing about T.
+        return [parse_ts(h["AcquiredAt"]) for h in item["Holders"].values() if h["AcquiredAt"]]
 
     def _read_slots(self) -> tuple[dict[str, Any], str | None]:
         try:

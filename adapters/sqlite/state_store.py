@@ -18,7 +18,7 @@ from domain.errors import PreconditionFailed, RecordNotFound
 from domain.ports import Created, Page, Slot, SlotOutcome, Stored
 from domain.record import StateRecord, from_document, to_document
 from domain.states import ProcessState
-from domain.timestamps import format_ts
+from domain.timestamps import format_ts, parse_ts
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS state_records (
@@ -237,6 +237,10 @@ class SqliteStateStore:
 
     def release_slot(self, holder: str) -> None:
         self._db.connection().execute("DELETE FROM in_flight_slots WHERE holder = ?", (holder,))
+
+    def slots_acquired(self) -> list[datetime]:
+        rows = self._db.connection().execute("SELECT acquired_at FROM in_flight_slots").fetchall()
+        return [parse_ts(at) for (at,) in rows]
 
 
 def _held(conn: sqlite3.Connection) -> int:

@@ -425,6 +425,7 @@ OPERATIONS: dict[str, frozenset[str]] = {
     "cosmos_state_store:CosmosStateStore._read_slots": _READ | _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
     "cosmos_state_store:CosmosStateStore._write_slots": frozenset({CREATE, CONFLICT, REPLACE, IF_MATCH}),
     "cosmos_state_store:CosmosStateStore._free_stale": _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
+    "cosmos_state_store:CosmosStateStore.slots_acquired": _READ | _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
     "cosmos_state_store:CosmosStateStore.acquire_slot": _READ
     | _QUERY
     | QUERY_TABLE["LOCKED_RECORDS"]
