@@ -79,6 +79,7 @@ def ru_per_order(counts: Mapping[str, float], ru: Mapping[str, float]) -> float:
 
 
 def cost_per_million(consumed: Mapping[str, float], prices: Sequence[Price]) -> dict[str, float]:
-    """USD per million orders, by price: ``consumed`` maps each price's unit to what one order
-    consumes of it."""
-    return {p.service: consumed[p.unit] * 1_000_000 * p.usd / p.per for p in prices if p.unit in consumed}
+    """USD per million orders, by the unit each price is for (``consumed`` maps it to what one
+    order consumes of it), and their ``total``."""
+    costs = {p.unit: consumed[p.unit] * 1_000_000 * p.usd / p.per for p in prices if p.unit in consumed}
+    return costs | {"total": sum(costs.values())}

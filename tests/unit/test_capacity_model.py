@@ -51,4 +51,5 @@ def test_cost_per_million_orders_by_price() -> None:
         Price("db", "RU", 0.25, 1_000_000, "https://example.invalid", "2026-12-02"),
         Price("queue", "tx", 0.04, 10_000, "https://example.invalid", "2026-12-02"),
     ]
-    assert cost_per_million({"RU": 100, "tx": 40}, prices) == pytest.approx({"db": 25.0, "queue": 160.0})
+    costs = cost_per_million({"RU": 100, "tx": 40}, prices)
+    assert costs == pytest.approx({"RU": 25.0, "tx": 160.0, "total": 185.0})
