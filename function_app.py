@@ -144,7 +144,7 @@ async def advance(
     # The stores' clients block: off the event loop, as in submit_order.
     result = await asyncio.to_thread(_activity, functions.advance, payload)
     if contracts.ADVANCE.read_result(result).Ending is not None:
-        await scheduling.refill(client, ports())
+        await scheduling.refill(client, ports(), ended=str(payload["InstanceID"]))
     return result
 
 

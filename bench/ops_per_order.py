@@ -75,7 +75,9 @@ MINIMUM = {
     # request goes out (C2, and the trace that it went out) and its result (2 x 2); the end.
     "state store.replace": 8,
     "state store.get": 1,  # the attempt reads its record once; later writes start from its copy
-    "state store.count_in_states": 2,  # the backlog at the front end (C3); the in-flight cap at the claim
+    # The in-flight cap's slot at the claim (C3); its release rides on the next claim's hand-over.
+    # The front end's backlog count is cached (SAS_QUEUE_DEPTH_CACHE_SECONDS): a share, no floor.
+    "state store.acquire_slot": 1,
     "orders database.insert_if_absent": 1,  # E2: the order
     "orders database.get": 1,  # E7: the orchestrator reads the order
     "orders database.update_status": 1,  # the order's own state, ConfirmOrder

@@ -6,10 +6,14 @@ only the records misses a fast burst, which sits in the queue.
 
 ``Retry-After`` comes from the rate this process has seen the backlog drain at: the time the
 excess over the threshold takes to drain, so a submitter that honours it arrives as room opens.
+Until this process has seen the backlog drain for a second (the first refusals of a burst), the
+rate is read off the in-flight slots instead: at the cap every slot was taken within the last
+attempt's duration T, so slots held ÷ the oldest slot's age is the drain cap ÷ T (issue 40).
 """
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -54,6 +58,22 @@ class DrainMeter:
             return None
         drained = (admitted1 - admitted0) - (backlog1 - backlog0)
         return drained / seconds if drained > 0 else None
+
+
+# Slots younger than this say nothing about T yet (the first wave of a burst is claimed at once).
+MIN_SLOT_AGE = timedelta(milliseconds=100)
+
+
+def drain_from_slots(acquired: Sequence[datetime], now: datetime) -> float | None:
+    """Orders per second the claims move at, from when each held slot was taken: ``len`` ÷ the
+    oldest one's age. A slot kept by a stuck attempt makes it lower, so Retry-After errs long.
+    None with no slot, or only very young ones."""
+    if not acquired:
+        return None
+    age = now - min(acquired)
+    if age < MIN_SLOT_AGE:
+        return None
+    return len(acquired) / age.total_seconds()
 
 
 def retry_after_seconds(backlog: int, threshold: int, rate: float | None, *, fallback: int) -> int:

@@ -39,6 +39,23 @@ class Page:
     cost: float
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One claim's place under the in-flight cap: ``holder`` is the attempt's instance ID, which
+    becomes the record's ``LockedBy`` when the claim is written."""
+
+    holder: str
+    order_id: str
+    at: datetime
+    stale_before: datetime
+
+
+class SlotOutcome(StrEnum):
+    GRANTED = "granted"
+    FULL = "full"  # every slot is held
+    HELD = "held"  # another claimer of this same attempt holds its slot: that claimer wins
+
+
 class StateStore(Protocol):
     def create_if_absent(self, record: StateRecord) -> Created: ...
 
@@ -74,6 +91,21 @@ class StateStore(Protocol):
 
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         """Records in one state, by OrderID: for operators, not for any per-order path."""
+        ...
+
+    def acquire_slot(self, slot: Slot, *, limit: int, release: str | None = None) -> SlotOutcome:
+        """Take one of ``limit`` in-flight slots for ``slot.holder``, atomically with every other
+        claimer (C3's hard cap). ``release`` first frees the slot of an
+        attempt that just ended, in the same write (a hand-over). When full, holders acquired
+        before ``slot.stale_before`` whose record is no longer locked by them are freed first."""
+        ...
+
+    def release_slot(self, holder: str) -> None:
+        """Free ``holder``'s slot, if it holds one."""
+        ...
+
+    def slots_acquired(self) -> list[datetime]:
+        """When each held slot was taken: the front end's drain rate (one read)."""
         ...
 
 

@@ -6,7 +6,7 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
-from domain.admission import Backlog, DrainMeter, retry_after_seconds
+from domain.admission import Backlog, DrainMeter, drain_from_slots, retry_after_seconds
 from domain.ports import Clock, QueueDepth, StateStore
 from domain.states import ProcessState
 
@@ -38,6 +38,8 @@ class Admission:
         self._admitted = 0
         self._admitted_since_read = 0
         self._meter = DrainMeter()
+        self._slots_read_at: datetime | None = None
+        self._slots_rate: float | None = None
 
     def backlog(self) -> Backlog:
         """The backlog as of at most ``cache`` ago, plus what this process admitted since: a
@@ -59,9 +61,28 @@ class Admission:
             self._admitted_since_read += 1
 
     def retry_after(self, backlog: Backlog, threshold: int, fallback: int) -> int:
+        """From the first refusal on: the backlog's measured drain, or before this process has
+        measured one, the claims' pace read off the in-flight slots (one read, cached as the
+        backlog is); ``fallback`` only when neither says anything."""
         with self._lock:
             rate = self._meter.rate()
+        if rate is None:
+            rate = self._slot_drain()
         return retry_after_seconds(backlog.total, threshold, rate, fallback=fallback)
+
+    def _slot_drain(self) -> float | None:
+        now = self._clock.now()
+        with self._lock:
+            if self._slots_read_at is not None and now - self._slots_read_at < self._cache:
+                return self._slots_rate
+        try:
+            rate = drain_from_slots(self._states.slots_acquired(), now)
+        except Exception:  # advice only, as the queue's length is
+            log.warning("could not read the in-flight slots", exc_info=True)
+            rate = None
+        with self._lock:
+            self._slots_read_at, self._slots_rate = now, rate
+        return rate
 
     def _queued(self) -> int:
         if self._depth is None:

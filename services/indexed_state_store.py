@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from domain.ports import Created, Page, RecoveryIndex, StateStore, Stored
+from domain.ports import Created, Page, RecoveryIndex, Slot, SlotOutcome, StateStore, Stored
 from domain.record import StateRecord
 from domain.recovery_index import IndexEntry, recovery_bucket
 from domain.states import LOCKED_STATES, ProcessState
@@ -142,6 +142,15 @@ class IndexedStateStore:
 
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         return self._states.query_in_state(state, limit)
+
+    def acquire_slot(self, slot: Slot, *, limit: int, release: str | None = None) -> SlotOutcome:
+        return self._states.acquire_slot(slot, limit=limit, release=release)
+
+    def release_slot(self, holder: str) -> None:
+        self._states.release_slot(holder)
+
+    def slots_acquired(self) -> list[datetime]:
+        return self._states.slots_acquired()
 
     def query_expired(
         self,

@@ -83,8 +83,8 @@ async def start_now(client: OrchestrationStarter, ports: Ports, stored: Stored) 
     return claimed is not None
 
 
-async def refill(client: OrchestrationStarter, ports: Ports) -> Claim | None:
-    """An attempt has ended: the slot it freed claims and starts the oldest claimable order now,
+async def refill(client: OrchestrationStarter, ports: Ports, ended: str | None = None) -> Claim | None:
+    """Attempt ``ended`` has ended: the slot it freed claims and starts the oldest claimable order now,
     so a backlog drains at the rate attempts end rather than at the starter's. Called after the
     ending's write; a failure here leaves the order Pending for the starter's next tick."""
     settings = ports.settings
@@ -92,7 +92,11 @@ async def refill(client: OrchestrationStarter, ports: Ports) -> Claim | None:
         client,
         ports,
         lambda: claim_next(
-            ports.states, ports.clock, settings.scheduler_policy, max_in_flight=settings.max_in_flight
+            ports.states,
+            ports.clock,
+            settings.scheduler_policy,
+            max_in_flight=settings.max_in_flight,
+            ended=ended,
         ),
         "could not refill a freed slot",
     )

@@ -27,6 +27,12 @@ CLAIMABLE = (
 IN_STATE = "SELECT TOP @limit * FROM c WHERE c.ProcessState = @state ORDER BY c.OrderID"
 # The Supervisor's outbox: records whose give-up notices are still to be sent.
 NOTICES = "SELECT TOP @limit * FROM c WHERE c.NoticePending = true ORDER BY c.OrderID"
+# The in-flight cap's attempts locked now: its first slots when the cap item is created, and its
+# liveness check when every slot is held.
+LOCKED_RECORDS = (
+    "SELECT c.OrderID, c.LockedBy FROM c"
+    " WHERE c.ProcessState = 'Processing' OR c.ProcessState = 'Compensating'"
+)
 
 
 def count_in_states(names: Sequence[str]) -> str:

@@ -21,16 +21,27 @@ from azure.cosmos.exceptions import (
 from adapters.cosmos.queries import CLAIMABLE as _CLAIMABLE
 from adapters.cosmos.queries import EXPIRED as _EXPIRED
 from adapters.cosmos.queries import IN_STATE as _IN_STATE
+from adapters.cosmos.queries import LOCKED_RECORDS as _LOCKED_RECORDS
 from adapters.cosmos.queries import NOTICES as _NOTICES
 from adapters.cosmos.queries import count_in_states as _count_in_states
 from domain.errors import PreconditionFailed, RecordNotFound
-from domain.ports import Created, Page, Stored
+from domain.ports import Created, Page, Slot, SlotOutcome, Stored
 from domain.record import StateRecord, from_document, to_document
 from domain.states import ProcessState
-from domain.timestamps import format_ts
+from domain.timestamps import format_ts, parse_ts
 
 PARTITION_KEY_PATH = "/OrderID"
 CONTAINER = "orderState"
+
+# The in-flight cap's slots (C3): one item, in its own logical partition of the state container,
+# holding every attempt that holds a slot. Each change is a replace with If-Match on its ETag
+# (optimistic concurrency: https://learn.microsoft.com/azure/cosmos-db/nosql/database-transactions-optimistic-concurrency),
+# so two claimers that read the same count cannot both write it. It has no ProcessState, so no
+# query of records ever returns it.
+SLOTS_ID = "sas-in-flight-slots"
+# A claimer that loses this many If-Match races in a row gives up: the order stays Pending and the
+# starter's next tick sweeps it up (the cap is never exceeded, only a claim deferred).
+SLOT_WRITE_ATTEMPTS = 16
 
 
 def first_page(
@@ -140,3 +151,69 @@ class CosmosStateStore:
     def query_in_state(self, state: ProcessState, limit: int) -> list[Stored]:
         items = self._query(_IN_STATE, {"@limit": limit, "@state": state.value}, limit)
         return [_stored(item) for item in items[:limit]]
+
+    def acquire_slot(self, slot: Slot, *, limit: int, release: str | None = None) -> SlotOutcome:
+        for _ in range(SLOT_WRITE_ATTEMPTS):
+            item, etag = self._read_slots()
+            holders: dict[str, dict[str, str]] = item["Holders"]
+            before = len(holders)
+            if release is not None:
+                holders.pop(release, None)
+            if slot.holder in holders:
+                outcome = SlotOutcome.HELD
+            else:
+                if len(holders) >= limit:
+                    self._free_stale(holders, format_ts(slot.stale_before))
+                outcome = SlotOutcome.GRANTED if len(holders) < limit else SlotOutcome.FULL
+                if outcome is SlotOutcome.GRANTED:
+                    holders[slot.holder] = {"OrderID": slot.order_id, "AcquiredAt": format_ts(slot.at)}
+            if etag is not None and len(holders) == before and outcome is not SlotOutcome.GRANTED:
+                return outcome  # nothing to write
+            if self._write_slots(item, etag):
+                return outcome
+        return SlotOutcome.FULL
+
+    def release_slot(self, holder: str) -> None:
+        for _ in range(SLOT_WRITE_ATTEMPTS):
+            item, etag = self._read_slots()
+            if item["Holders"].pop(holder, None) is None or self._write_slots(item, etag):
+                return
+
+    def slots_acquired(self) -> list[datetime]:
+        item, _ = self._read_slots()
+        # Slots adopted when the item was created have no time: they say nothing about T.
+        return [parse_ts(h["AcquiredAt"]) for h in item["Holders"].values() if h["AcquiredAt"]]
+
+    def _read_slots(self) -> tuple[dict[str, Any], str | None]:
+        try:
+            item = self._container.read_item(SLOTS_ID, partition_key=SLOTS_ID, headers=self._read_headers)
+        except CosmosResourceNotFoundError:
+            # The first claim under this cap: attempts already locked (claimed before the cap
+            # item existed) hold their slots from the start.
+            locked = self._query(_LOCKED_RECORDS, {}, 1000)
+            holders = {
+                str(i["LockedBy"]): {"OrderID": str(i["OrderID"]), "AcquiredAt": ""}
+                for i in locked
+                if i.get("LockedBy")
+            }
+            return {"id": SLOTS_ID, "OrderID": SLOTS_ID, "Holders": holders}, None
+        return item, str(item["_etag"])
+
+    def _write_slots(self, item: dict[str, Any], etag: str | None) -> bool:
+        """False when another claimer wrote first: read again and retry."""
+        body = {"id": SLOTS_ID, "OrderID": SLOTS_ID, "Holders": item["Holders"]}
+        try:
+            if etag is None:
+                self._container.create_item(body)
+            else:
+                self._container.replace_item(
+                    SLOTS_ID, body, etag=etag, match_condition=MatchConditions.IfNotModified
+                )
+        except (CosmosAccessConditionFailedError, CosmosResourceExistsError):
+            return False
+        return True
+
+    def _free_stale(self, holders: dict[str, dict[str, str]], stale_before: str) -> None:
+        live = {str(i["LockedBy"]) for i in self._query(_LOCKED_RECORDS, {}, 1000) if i.get("LockedBy")}
+        for holder in [h for h, v in holders.items() if h not in live and v["AcquiredAt"] < stale_before]:
+            del holders[holder]

@@ -7,6 +7,7 @@ queries: the Supervisor's expired window and the starter's claimable list.
 """
 
 import json
+import sqlite3
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -14,10 +15,10 @@ from typing import Any
 
 from adapters.sqlite.db import SqliteDatabase, decode_token, encode_token
 from domain.errors import PreconditionFailed, RecordNotFound
-from domain.ports import Created, Page, Stored
+from domain.ports import Created, Page, Slot, SlotOutcome, Stored
 from domain.record import StateRecord, from_document, to_document
 from domain.states import ProcessState
-from domain.timestamps import format_ts
+from domain.timestamps import format_ts, parse_ts
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS state_records (
@@ -40,6 +41,13 @@ CREATE INDEX IF NOT EXISTS ix_state_process_state ON state_records (process_stat
 -- The Supervisor's outbox: a partial index on the document, so no column (and no migration).
 CREATE INDEX IF NOT EXISTS ix_state_notice_pending
     ON state_records (order_id) WHERE json_extract(doc, '$.NoticePending') = 1;
+-- The in-flight cap's slots (C3): one row per attempt holding one; counted and taken in one
+-- write transaction, so concurrent claimers never read the same count.
+CREATE TABLE IF NOT EXISTS in_flight_slots (
+    holder      TEXT PRIMARY KEY,
+    order_id    TEXT NOT NULL,
+    acquired_at TEXT NOT NULL
+);
 """
 
 _LOCKED = (ProcessState.PROCESSING.value, ProcessState.COMPENSATING.value)
@@ -193,3 +201,47 @@ class SqliteStateStore:
             .fetchone()
         )
         return int(row[0])
+
+    def acquire_slot(self, slot: Slot, *, limit: int, release: str | None = None) -> SlotOutcome:
+        # BEGIN IMMEDIATE takes the write lock before the count: the count and the insert are
+        # one serialised step across threads and processes.
+        with self._db.transaction() as conn:
+            if release is not None:
+                conn.execute("DELETE FROM in_flight_slots WHERE holder = ?", (release,))
+            # A record locked without a slot (written before this table, or by an operator's tool)
+            # still counts: it is adopted, in the same transaction (an index range of locked rows).
+            conn.execute(
+                "INSERT INTO in_flight_slots (holder, order_id, acquired_at)"
+                " SELECT locked_by, order_id, ? FROM state_records"
+                " WHERE process_state IN (?, ?) AND locked_by IS NOT NULL"
+                " AND locked_by NOT IN (SELECT holder FROM in_flight_slots)"
+                " ON CONFLICT (holder) DO NOTHING",
+                (format_ts(slot.at), *_LOCKED),
+            )
+            if conn.execute("SELECT 1 FROM in_flight_slots WHERE holder = ?", (slot.holder,)).fetchone():
+                return SlotOutcome.HELD
+            if _held(conn) >= limit:
+                conn.execute(
+                    "DELETE FROM in_flight_slots WHERE acquired_at < ? AND holder NOT IN"
+                    " (SELECT locked_by FROM state_records WHERE locked_by IS NOT NULL"
+                    " AND process_state IN (?, ?))",
+                    (format_ts(slot.stale_before), *_LOCKED),
+                )
+                if _held(conn) >= limit:
+                    return SlotOutcome.FULL
+            conn.execute(
+                "INSERT INTO in_flight_slots (holder, order_id, acquired_at) VALUES (?, ?, ?)",
+                (slot.holder, slot.order_id, format_ts(slot.at)),
+            )
+        return SlotOutcome.GRANTED
+
+    def release_slot(self, holder: str) -> None:
+        self._db.connection().execute("DELETE FROM in_flight_slots WHERE holder = ?", (holder,))
+
+    def slots_acquired(self) -> list[datetime]:
+        rows = self._db.connection().execute("SELECT acquired_at FROM in_flight_slots").fetchall()
+        return [parse_ts(at) for (at,) in rows]
+
+
+def _held(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM in_flight_slots").fetchone()[0])

@@ -257,6 +257,7 @@ QUERY_TEXTS: dict[str, str] = {
     "CLAIMABLE": cosmos_queries.CLAIMABLE,
     "IN_STATE": cosmos_queries.IN_STATE,
     "NOTICES": cosmos_queries.NOTICES,
+    "LOCKED_RECORDS": cosmos_queries.LOCKED_RECORDS,
     "count_in_states": cosmos_queries.count_in_states([f"@s{n}" for n in range(len(LOCKED_STATES))]),
     "FIRST_BUCKET": cosmos_queries.FIRST_BUCKET,
     "DUE": cosmos_queries.DUE,
@@ -267,6 +268,7 @@ QUERY_TABLE: dict[str, frozenset[str]] = {
     "CLAIMABLE": frozenset({TOP, PARAMETERS, EQUALITY, AND, IS_NULL, OR, RANGE, ORDER_BY}),
     "IN_STATE": frozenset({TOP, PARAMETERS, EQUALITY, ORDER_BY}),
     "NOTICES": frozenset({TOP, PARAMETERS, EQUALITY, ORDER_BY}),
+    "LOCKED_RECORDS": frozenset({PROJECTION, EQUALITY, OR}),
     "count_in_states": frozenset({SELECT_VALUE, COUNT, PARAMETERS, EQUALITY, OR}),
     "FIRST_BUCKET": frozenset({TOP, PROJECTION, PARAMETERS, RANGE, AND, ORDER_BY}),
     "DUE": frozenset({PROJECTION, PARAMETERS, EQUALITY, RANGE, AND, ORDER_BY}),
@@ -419,6 +421,19 @@ OPERATIONS: dict[str, frozenset[str]] = {
     "cosmos_state_store:CosmosStateStore.count_in_states": _QUERY | QUERY_TABLE["count_in_states"],
     "cosmos_state_store:CosmosStateStore.query_pending_notices": _QUERY | QUERY_TABLE["NOTICES"],
     "cosmos_state_store:CosmosStateStore.query_in_state": _QUERY | QUERY_TABLE["IN_STATE"],
+    # The in-flight cap's item: read, created or replaced with If-Match; the locked records' query.
+    "cosmos_state_store:CosmosStateStore._read_slots": _READ | _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
+    "cosmos_state_store:CosmosStateStore._write_slots": frozenset({CREATE, CONFLICT, REPLACE, IF_MATCH}),
+    "cosmos_state_store:CosmosStateStore._free_stale": _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
+    "cosmos_state_store:CosmosStateStore.slots_acquired": _READ | _QUERY | QUERY_TABLE["LOCKED_RECORDS"],
+    "cosmos_state_store:CosmosStateStore.acquire_slot": _READ
+    | _QUERY
+    | QUERY_TABLE["LOCKED_RECORDS"]
+    | {CREATE, CONFLICT, REPLACE, IF_MATCH},
+    "cosmos_state_store:CosmosStateStore.release_slot": _READ
+    | _QUERY
+    | QUERY_TABLE["LOCKED_RECORDS"]
+    | {CREATE, CONFLICT, REPLACE, IF_MATCH},
     "cosmos_recovery_index:CosmosRecoveryIndex.add": frozenset({UPSERT}),
     "cosmos_recovery_index:CosmosRecoveryIndex.due": QUERY_TABLE["DUE"]
     | {SINGLE_PARTITION, MAX_ITEM_COUNT, REQUEST_CHARGE, CONTINUATION},
