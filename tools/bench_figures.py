@@ -5,8 +5,9 @@
 A figure is written in markdown as ``<!--bench:FILE:KEY-->VALUE<!--/bench-->`` (or
 ``<!--bench:FILE:KEY|FORMAT-->``, FORMAT a Python format spec such as ``.1f`` or ``,``): FILE is a
 results file ``bench/results/FILE.json`` that a ``bench/`` script writes, KEY a dotted path into
-it (``burst.orders_per_second``), VALUE the value as rendered. Without ``--write`` it lists each
-figure that differs from its results and each FILE or KEY that is missing, and exits 1 if any;
+it (``burst.orders_per_second``; a name that holds a dot or a space is matched whole, the
+longest first: ``per_order.happy.Service Bus.send``), VALUE the value as rendered. Without
+``--write`` it lists each figure that differs from its results and each FILE or KEY that is missing, and exits 1 if any;
 with ``--write`` it re-renders the figures in place (a missing FILE or KEY still fails). So no
 measured number is typed by hand, and a new run of a benchmark shows in the docs at once.
 """
@@ -22,8 +23,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 FIGURE = re.compile(
-    r"<!--bench:(?P<file>[\w.-]+):(?P<key>[^|>\s]+)(?:\|(?P<format>[^>]*))?-->(?P<value>.*?)<!--/bench-->"
+    r"<!--bench:(?P<file>[\w.-]+):(?P<key>[^|>]+?)(?:\|(?P<format>[^>]*))?-->(?P<value>[^`<\n]*)<!--/bench-->"
 )
+
+
+def _live(match: re.Match[str]) -> bool:
+    """Not the syntax itself shown as inline code (`<!--bench:...-->`), as docs/testing.md does."""
+    return not match.string[: match.start()].endswith("`")
 
 
 def documents(root: Path = ROOT) -> list[Path]:
@@ -60,6 +66,7 @@ def figures(path: Path) -> list[Figure]:
             m["value"],
         )
         for m in FIGURE.finditer(text)
+        if _live(m)
     ]
 
 
@@ -68,10 +75,14 @@ def lookup(results: Path, file: str, key: str) -> Any:
     if not source.is_file():
         raise FigureError(f"no results file {source.relative_to(results.parent.parent)}")
     value: Any = json.loads(source.read_text())
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise FigureError(f"{file}.json has no key {key!r} (no {part!r})")
-        value = value[part]
+    parts = key.split(".")
+    while parts:
+        # The longest run of parts that names a key: names such as "Service Bus.send" hold dots.
+        names = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]
+        name = next((n for n in names if isinstance(value, dict) and n in value), None)
+        if name is None:
+            raise FigureError(f"{file}.json has no key {key!r} (no {parts[0]!r})")
+        value, parts = value[name], parts[name.count(".") + 1 :]
     if isinstance(value, dict | list):
         raise FigureError(f"{file}.json's {key!r} is not a single value")
     return value
@@ -106,6 +117,8 @@ def write(paths: list[Path], results: Path = RESULTS) -> list[str]:
     for path in paths:
 
         def rendered(match: re.Match[str], path: Path = path) -> str:
+            if not _live(match):
+                return match[0]
             try:
                 value = render(lookup(results, match["file"], match["key"]), match["format"] or "")
             except FigureError as error:

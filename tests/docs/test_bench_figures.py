@@ -52,10 +52,18 @@ def test_a_missing_file_or_key_fails(tmp_path: Path) -> None:
     assert "not a single value" in problems[2]
 
 
+def test_a_key_whose_name_holds_a_dot_is_found(tmp_path: Path) -> None:
+    doc, results = _docs(tmp_path, "<!--bench:ops:happy.Service Bus.send|g-->5<!--/bench--> sends\n")
+    (results / "ops.json").write_text(json.dumps({"happy": {"Service Bus.send": 5.0}}))
+    assert bench_figures.check([doc], results) == []
+
+
 def test_write_renders_each_figure_from_its_results(tmp_path: Path) -> None:
     doc, results = _docs(
         tmp_path, "at <!--bench:run:burst.orders_per_second|.0f-->10<!--/bench--> orders/s, typed\n"
     )
     assert bench_figures.write([doc], results) == []
-    assert doc.read_text() == "at <!--bench:run:burst.orders_per_second|.0f-->27<!--/bench--> orders/s, typed\n"
+    assert (
+        doc.read_text() == "at <!--bench:run:burst.orders_per_second|.0f-->27<!--/bench--> orders/s, typed\n"
+    )
     assert bench_figures.check([doc], results) == []
