@@ -7,7 +7,8 @@ A figure is written in markdown as ``<!--bench:FILE:KEY-->VALUE<!--/bench-->`` (
 results file ``bench/results/FILE.json`` that a ``bench/`` script writes, KEY a dotted path into
 it (``burst.orders_per_second``; a name that holds a dot or a space is matched whole, the
 longest first: ``per_order.happy.Service Bus.send``), VALUE the value as rendered. Without
-``--write`` it lists each figure that differs from its results and each FILE or KEY that is missing, and exits 1 if any;
+``--write`` it lists each figure that differs from its results and each FILE or KEY that is
+missing, and exits 1 if any;
 with ``--write`` it re-renders the figures in place (a missing FILE or KEY still fails). So no
 measured number is typed by hand, and a new run of a benchmark shows in the docs at once.
 """
