@@ -86,6 +86,7 @@ class Server:
         self.service = service
         self.lines: list[str] = []
         self.ready = threading.Event()
+        self.up = False  # it printed its ready line (the event is also set when it ends)
         self.process = subprocess.Popen(
             ["bash", "-c", step.command],
             cwd=cwd,
@@ -104,6 +105,7 @@ class Server:
         for line in stream:
             self.lines.append(line)
             if self.service.ready.search(line):
+                self.up = True
                 self.ready.set()
         self.ready.set()  # it ended: wait_ready says so
 
@@ -112,7 +114,7 @@ class Server:
         return f"{self.service.kind}:{name[1] if name else ''}"
 
     def wait_ready(self) -> None:
-        if not self.ready.wait(READY_TIMEOUT) or self.process.poll() is not None:
+        if not self.ready.wait(READY_TIMEOUT) or not self.up or self.process.poll() is not None:
             raise AssertionError(
                 f"`{self.command}` did not start (exit {self.process.poll()}):\n{self.output()}"
             )
