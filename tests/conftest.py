@@ -15,6 +15,7 @@ from domain.policy import SchedulerPolicy
 from standins.ports import free_port
 from tests.support.broker import BrokerFactory, BrokerProcess, broker_process, require_proton, write_config
 from tests.support.clock import T0
+from tests.support.doc_blocks import DOC_BLOCK
 from tests.support.emulators import (
     AZURITE_KEY,
     EMULATOR_KEY,
@@ -175,7 +176,6 @@ def _server_fixtures_need_their_marker(request: pytest.FixtureRequest) -> Iterat
 # A plugin, not this conftest's own hooks: pytest calls a conftest's report hooks only for the
 # items below it, and the documents' items live at README.md and docs/. Counted from the reports,
 # so that under xdist the controller, which runs no test, counts them.
-DOC_BLOCK = "doc shell block"
 
 
 class DocBlocks:

@@ -18,9 +18,9 @@ from sybil import Example, Sybil
 from sybil.integration.pytest import SybilFile
 from sybil.parsers.markdown import SkipParser
 
-from tests.conftest import DOC_BLOCK
 from tests.docs.shell_blocks import ShellBlock, ShellBlockParser, is_shell_block
 from tests.docs.stack import ROOT, DocumentStack
+from tests.support.doc_blocks import DOC_BLOCK
 
 # What each document's blocks need, beyond the venv (pyproject.toml's tiers).
 TIERS: dict[str, tuple[str, ...]] = {"docs/local-stack.md": ("emulators",)}
