@@ -10,11 +10,14 @@ instance to stderr while it waits, which slowed the peer's side (the ratio read 
 with it, in three alternating runs on the 2-core machine).
 
 ``bench.happy_path`` prints this comparison in its own run (``compare`` and ``print_comparison``).
+Both write ``bench/results/devhost_throughput.json`` (``record``), which the docs' figures are
+rendered from (``python -m tools.bench_figures --write``).
 """
 
 import argparse
 import asyncio
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,20 +28,28 @@ from durabletask import task as dt_task
 from durabletask import worker as dt_worker
 from durabletask.testing import create_test_backend
 
+from bench import results
+from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from devhost.host import Host
 from standins.ports import free_port
 
 APP = Path(__file__).parent / "chain_app"
 
 
-async def run_devhost(count: int) -> float:
+def _cpu_so_far() -> float:
+    """This process (devhost's engine and the client) and devhost's worker processes."""
+    return cpu_seconds(os.getpid()) + children_cpu_seconds(os.getpid())
+
+
+async def run_devhost(count: int) -> tuple[float, float]:
+    """Seconds for ``count`` orchestrations, and the cores devhost's processes used meanwhile."""
     with tempfile.TemporaryDirectory() as data:
         # As `devhost start` runs it: no tuning for the benchmark.
         host = Host(APP, data_dir=Path(data), port=0)
         await host.start()
         serving = asyncio.create_task(host.serve())
         client = DurableOrchestrationClient(host.client_json())
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_so_far()
         ids = [await client.start_new("chain3", f"b-{n}", n) for n in range(count)]
         while (
             host.engine.store.conn.execute(
@@ -48,13 +59,14 @@ async def run_devhost(count: int) -> float:
         ):
             await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
+        cores = (_cpu_so_far() - cpu) / elapsed
         for n, instance in enumerate(ids):
             status = host.engine.status(instance)
             assert status is not None and status["output"] == n + 3, status
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
         await host.stop()
-        return elapsed
+        return elapsed, cores
 
 
 def _quiet(name: str) -> logging.Logger:
@@ -93,9 +105,33 @@ def run_durabletask(count: int) -> float:
         backend.stop()
 
 
-def compare(count: int) -> tuple[float, float]:
-    """Seconds for ``count`` orchestrations: durabletask.testing's, then devhost's."""
-    return run_durabletask(count), asyncio.run(run_devhost(count))
+def compare(count: int) -> tuple[float, float, float]:
+    """Seconds for ``count`` orchestrations: durabletask.testing's, then devhost's, and the cores
+    devhost used."""
+    peer = run_durabletask(count)
+    ours, cores = asyncio.run(run_devhost(count))
+    return peer, ours, cores
+
+
+def limit_hit(cores: float) -> str:
+    machine = os.cpu_count() or 1
+    if cores >= 0.9 * machine:
+        return f"CPU: the machine's {machine} cores"
+    return f"not CPU: devhost's processes used {cores:.2f} of {machine} cores"
+
+
+def record(count: int, peer: float, ours: float, cores: float) -> None:
+    results.write(
+        "devhost_throughput",
+        settings={"orchestrations": count, "workload": "three-activity chain (bench/chain_app)"},
+        limit=limit_hit(cores),
+        figures={
+            "devhost_per_second": round(count / ours, 1),
+            "durabletask_per_second": round(count / peer, 1),
+            "ratio": round(peer / ours, 2),
+            "devhost_cores": round(cores, 2),
+        },
+    )
 
 
 def print_comparison(count: int, peer: float, ours: float) -> None:
@@ -109,7 +145,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--orchestrations", type=int, default=200)
     count = parser.parse_args().orchestrations
-    print_comparison(count, *compare(count))
+    peer, ours, cores = compare(count)
+    print_comparison(count, peer, ours)
+    record(count, peer, ours, cores)
 
 
 if __name__ == "__main__":

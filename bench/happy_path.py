@@ -49,7 +49,7 @@ from pathlib import Path
 import aiohttp
 
 from adapters.servicebus.local_bus import LocalServiceBus
-from bench import devhost_throughput, ops_per_order
+from bench import devhost_throughput, ops_per_order, results
 from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from demo.apps import make_order
 from demo.stack import ROOT, Stack
@@ -334,15 +334,22 @@ def _cut(values: list[float], percent: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[percent - 1]
 
 
-def report_latency(phase: str, timings: dict[str, Timing], started: float) -> None:
+def report_latency(phase: str, timings: dict[str, Timing], started: float) -> dict[str, float]:
+    """Prints the phase's throughput and latency, and returns them for the results file."""
     latencies = [t.received - t.sent for t in timings.values()]
     elapsed = max(t.received for t in timings.values()) - started
+    figures = {
+        "orders": len(latencies),
+        "orders_per_second": round(len(latencies) / elapsed, 1),
+        **{f"p{cut}_ms": round(_cut(latencies, cut) * 1000) for cut in (50, 90, 99)},
+    }
     print(
         f"{phase:6} {len(latencies):4} orders  {len(latencies) / elapsed:6.1f} orders/s  "
         f"p50 {_cut(latencies, 50) * 1000:7.0f} ms  p90 {_cut(latencies, 90) * 1000:7.0f} ms  "
         f"p99 {_cut(latencies, 99) * 1000:7.0f} ms",
         flush=True,
     )
+    return figures
 
 
 def report_stages(phase: str, timings: dict[str, Timing], folder: Path, agent_steps: int) -> None:
@@ -420,13 +427,16 @@ def report_cpu(
     orders: int,
     *,
     workers: int,
-) -> None:
+) -> dict[str, object]:
+    """Prints each process's CPU over the phase; returns the limit hit and the cores used."""
     print(f"  CPU over the {phase} phase ({elapsed:.1f} s, /proc/<pid>/stat):")
     print(f"    {'process':12} {'cpu s':>7} {'cores':>6} {'ms/order':>9}")
     used = {name: cpu - before[name] for name, cpu in after.items()}
     for name, cpu in used.items():
         print(f"    {name:12} {cpu:7.2f} {cpu / elapsed:6.2f} {cpu / orders * 1000:9.1f}")
-    print(f"  limit hit: {limit_hit(used, elapsed, workers)}", flush=True)
+    limit = limit_hit(used, elapsed, workers)
+    print(f"  limit hit: {limit}", flush=True)
+    return {"limit": limit, "cores": {name: round(cpu / elapsed, 2) for name, cpu in used.items()}}
 
 
 # --- the phases --------------------------------------------------------------------------------
@@ -463,8 +473,10 @@ def latency(args: argparse.Namespace) -> None:
                     posted = asyncio.run(post_orders(url, token(), [f"idle-{n}"], 1))
                     receiver.wait(posted, 60)
                     idle |= posted
-                report_latency("idle", idle, started)
-                report_cpu("idle", cpu, cpu_now(stack), time.time() - started, args.idle, workers=workers)
+                figures = {"idle": report_latency("idle", idle, started)}
+                figures["idle"] |= report_cpu(
+                    "idle", cpu, cpu_now(stack), time.time() - started, args.idle, workers=workers
+                )
 
                 progress(f"burst: {args.burst} orders, {args.concurrency} POSTs at a time")
                 ids = [f"burst-{n}" for n in range(args.burst)]
@@ -473,9 +485,25 @@ def latency(args: argparse.Namespace) -> None:
                 posting = max(t.answered for t in burst.values()) - started
                 progress(f"burst: posted in {posting:.2f} s ({args.burst / posting:.0f} orders/s)")
                 receiver.wait(burst, 600, lambda done: progress(f"burst: {done}/{args.burst} completed"))
-                report_latency("burst", burst, started)
+                figures["burst"] = report_latency("burst", burst, started)
                 print(f"       posted in {posting:.2f} s ({args.burst / posting:.0f} orders/s)", flush=True)
-                report_cpu("burst", cpu, cpu_now(stack), time.time() - started, args.burst, workers=workers)
+                figures["burst"] |= report_cpu(
+                    "burst", cpu, cpu_now(stack), time.time() - started, args.burst, workers=workers
+                )
+            results.write(
+                "happy_path",
+                settings={
+                    "idle": args.idle,
+                    "burst": args.burst,
+                    "concurrency": args.concurrency,
+                    "max_in_flight": settings.max_in_flight,
+                    "per_function": per_function,
+                    "worker_processes": workers,
+                    "set": dict(args.set),
+                },
+                limit=str(figures["burst"]["limit"]),
+                figures=figures,
+            )
             report_stages("idle", idle, folder, agent_steps)
             report_stages("burst", burst, folder, agent_steps)
         finally:
@@ -514,9 +542,9 @@ def main() -> int:
         print(ops_per_order.render_table(ops_per_order.measure(args.ops_orders)))
     if not args.skip_ratio:
         progress(f"devhost / durabletask.testing: {args.orchestrations} three-activity chains each")
-        devhost_throughput.print_comparison(
-            args.orchestrations, *devhost_throughput.compare(args.orchestrations)
-        )
+        peer, ours, cores = devhost_throughput.compare(args.orchestrations)
+        devhost_throughput.print_comparison(args.orchestrations, peer, ours)
+        devhost_throughput.record(args.orchestrations, peer, ours, cores)
     return 0
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from adapters.sqlite.recovery_index import SqliteRecoveryIndex
 from adapters.sqlite.state_store import SqliteStateStore
+from bench import results as results_file
 from domain import transitions
 from domain.policy import SupervisorScan
 from domain.ports import StateStore
@@ -245,6 +246,21 @@ def report(title: str, results: list[Result], cost_unit: str) -> None:
         print(f"  {method:16} " + ", ".join(parts))
 
 
+def figures(results: list[Result]) -> dict[str, object]:
+    """Per method, the scan with few and with many healthy records, and the cost ratio between."""
+    small, large = sorted({r.healthy for r in results})
+    by_method: dict[str, object] = {}
+    for method in ("window query", "recovery index"):
+        a = next(r for r in results if r.method == method and r.healthy == small)
+        b = next(r for r in results if r.method == method and r.healthy == large)
+        by_method[method.replace(" ", "_")] = {
+            "few": {"healthy": a.healthy, "items": a.items, "cost": a.cost, "vm_steps": a.vm_steps},
+            "many": {"healthy": b.healthy, "items": b.items, "cost": b.cost, "vm_steps": b.vm_steps},
+            "cost_ratio": round(b.cost / a.cost, 2),
+        }
+    return by_method
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--cosmos", action="store_true", help="also measure on the Cosmos DB emulator")
@@ -264,6 +280,16 @@ def main() -> None:
             cosmos_results,
             "RU",
         )
+    measured = {"sqlite": figures(sqlite_results)}
+    if args.cosmos:
+        measured["cosmos"] = figures(cosmos_results)
+    results_file.write(
+        "supervisor_scan",
+        settings={"expired": EXPIRED, "sqlite_healthy": SQLITE_HEALTHY, "cosmos": args.cosmos}
+        | ({"cosmos_healthy": COSMOS_HEALTHY} if args.cosmos else {}),
+        limit="none: it counts each scan's reads (rows, VM steps, RU), which do not depend on the machine",
+        figures=measured,
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos import CosmosClient
+from xdist.scheduler import LoadScopeScheduling
 
 from adapters.azure_profile import pooled_transport
 from adapters.clock import ManualClock
@@ -14,6 +15,7 @@ from domain.policy import SchedulerPolicy
 from standins.ports import free_port
 from tests.support.broker import BrokerFactory, BrokerProcess, broker_process, require_proton, write_config
 from tests.support.clock import T0
+from tests.support.doc_blocks import DOC_BLOCK
 from tests.support.emulators import (
     AZURITE_KEY,
     EMULATOR_KEY,
@@ -168,3 +170,58 @@ def _server_fixtures_need_their_marker(request: pytest.FixtureRequest) -> Iterat
     )
     if missing:
         pytest.fail(f"{request.node.nodeid} lacks its tier marker: {'; '.join(missing)}")
+
+
+# --- Docs as tests: how many of the docs' shell blocks ran (tests/docs/conftest.py) ------------
+# A plugin, not this conftest's own hooks: pytest calls a conftest's report hooks only for the
+# items below it, and the documents' items live at README.md and docs/. Counted from the reports,
+# so that under xdist the controller, which runs no test, counts them.
+
+
+class DocBlocks:
+    def __init__(self) -> None:
+        self.outcomes: dict[str, str] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not any(name == DOC_BLOCK for name, _ in report.user_properties):
+            return
+        if report.skipped and hasattr(report, "wasxfail"):
+            self.outcomes[report.nodeid] = "xfailed"
+        elif report.skipped:
+            self.outcomes[report.nodeid] = "skipped"
+        elif report.failed:
+            self.outcomes[report.nodeid] = "failed"
+        elif report.when == "call":
+            self.outcomes[report.nodeid] = "xpassed" if hasattr(report, "wasxfail") else "passed"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.outcomes:
+            return
+        outcomes = list(self.outcomes.values())
+        ran = len(outcomes) - outcomes.count("skipped")
+        detail = ", ".join(
+            f"{outcomes.count(o)} {o}" for o in ("passed", "failed", "xfailed", "xpassed") if o in outcomes
+        )
+        terminalreporter.write_sep("-", "docs' shell blocks (README.md, docs/*.md)")
+        terminalreporter.write_line(
+            f"{ran} ran ({detail or 'none'}), {outcomes.count('skipped')} skipped with their reasons"
+            " (-rs lists them)"
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(DocBlocks(), "doc-blocks")
+
+
+class DocumentsTogether(LoadScopeScheduling):
+    """xdist's load scheduling, each test on its own, but a document's shell blocks together on
+    one worker: they run in order against one stack. (`--dist loadgroup` with an `xdist_group`
+    marker did not group sybil's items under xdist 3.8 here.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        document = nodeid.split("::", maxsplit=1)[0]
+        return document if document == "README.md" or document.startswith("docs/") else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return DocumentsTogether(config, log) if config.getvalue("dist") == "load" else None
