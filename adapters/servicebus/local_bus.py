@@ -587,7 +587,8 @@ def check_queue(config: QueueConfig) -> None:
         raise ValueError(f"queue {config.name!r}: {'; '.join(found)}")
 
 
-# Application property values Service Bus carries: AMQP simple types, not maps or lists.
+# Application property values Service Bus carries: AMQP simple types, not maps or lists (AMQP
+# 1.0, 3.2.5 application-properties: "restricted to be of simple types only").
 _SIMPLE = (str, int, float, bool, bytes, datetime, uuid.UUID, type(None))
 
 
