@@ -63,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _start(app_dir: Path, data_dir: Path | None, port: int | None, *, in_process: bool) -> int:
     host = Host(app_dir, data_dir=data_dir, port=port, in_process=in_process)
-    await host.start()
+    try:
+        await host.start()
+    except BaseException:
+        # A refused app (an entity function, an unknown binding) is refused after its worker
+        # processes and gRPC server started: stop them on this loop, or their finalizers run
+        # after asyncio.run closed it ("Event loop is closed").
+        await host.stop()
+        raise
     print("\nFunctions:\n")
     for spec in host.functions:
         print(f"        {spec.describe()}")

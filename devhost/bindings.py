@@ -235,19 +235,17 @@ def orchestration_context(
 def activity_input(
     param: str, instance_id: str, input_json: str | None
 ) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
-    """The activity's input as the Durable extension binds it to a string parameter: a string
-    scalar unquoted, other scalars as their .NET text, objects and arrays as compact JSON."""
+    """The activity's input as the Durable extension binds it to a string parameter.
+
+    The Python SDK sends each action's input as JSON text (``df_dumps``), which the extension's
+    ``OutOfProcOrchestrationShim`` reads as a .NET string and schedules as that string; the
+    activity's ``DurableActivityContext.GetInput(typeof(string))`` gives the same string back,
+    so the worker receives the SDK's text verbatim: ``"null"`` for no input, ``"\"123\""``
+    for the string "123" (which the worker's ``df_loads`` decodes as the string again). Only an
+    action with no input at all is bound as nothing, as the host sends a null.
+    """
     value = None if input_json is None else json.loads(input_json)
-    if value is None:
-        data = rpc.TypedData()
-    elif isinstance(value, str):
-        data = rpc.TypedData(string=value)
-    elif isinstance(value, bool):
-        data = rpc.TypedData(string=str(value))
-    elif isinstance(value, int | float):
-        data = rpc.TypedData(string=json.dumps(value))
-    else:
-        data = rpc.TypedData(string=json.dumps(value, separators=(",", ":")))
+    data = rpc.TypedData() if input_json is None else rpc.TypedData(string=input_json)
     metadata = _properties(value)
     metadata.update({"instanceId": rpc.TypedData(string=instance_id), "data": _json(value)})
     if data.WhichOneof("data") is not None:

@@ -37,6 +37,7 @@ from devhost.durable_wire import (
     orchestration_context,
     parse_fire_at,
     parse_time,
+    parse_token,
     project_history,
     split_orchestrator_error,
 )
@@ -864,7 +865,9 @@ def _status_json(instance: Instance, show_input: bool) -> dict[str, Any]:
         "name": instance.name,
         "instanceId": instance.instance_id,
         "runtimeStatus": instance.status.value,
-        "input": json.loads(instance.input) if show_input and instance.input else None,
+        # DurableClient.ParseToJToken: a start with a raw JSON string body stores that string, not
+        # JSON text, and the status shows it as it is.
+        "input": parse_token(instance.input) if show_input and instance.input else None,
         "output": json.loads(instance.output) if instance.output else None,
         "customStatus": json.loads(instance.custom_status) if instance.custom_status else None,
         "createdTime": instance.created_at,

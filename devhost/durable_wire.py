@@ -165,7 +165,7 @@ def orchestration_context(history: list[str], fields: dict[str, Any]) -> str:
     return '{"history": [' + ", ".join(history) + "], " + json.dumps(fields)[1:]
 
 
-def _parse_token(text: Any) -> Any:
+def parse_token(text: Any) -> Any:
     """``DurableClient.ParseToJToken``: JSON text as its value, other text as it is."""
     if not isinstance(text, str):
         return text
@@ -227,7 +227,7 @@ def _project_completion(
     if kind not in (EventType.TASK_COMPLETED, EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED):
         return
     if show_output:
-        event["Result"] = _parse_token(event.get("Result"))
+        event["Result"] = parse_token(event.get("Result"))
     else:
         event.pop("Result", None)
 
@@ -239,7 +239,7 @@ def _project_other(event: dict[str, Any], kind: EventType, show_output: bool) ->
             event.pop(key, None)
     elif kind == EventType.EXECUTION_COMPLETED:
         if show_output:
-            event["Result"] = _parse_token(event.get("Result"))
+            event["Result"] = parse_token(event.get("Result"))
         else:
             event.pop("Result", None)
     elif kind == EventType.TIMER_FIRED:

@@ -31,6 +31,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+
+from adapters.servicebus import limits
 from adapters.servicebus.messages import (
     DEAD_LETTER_SUFFIX,
     MAX_DELIVERY_COUNT_EXCEEDED,
@@ -248,6 +251,8 @@ class LocalServiceBus:
     # -- queues ----------------------------------------------------------------------------
 
     def declare(self, config: QueueConfig) -> None:
+        """Create or update a queue; a property Service Bus would refuse raises ValueError."""
+        check_queue(config)
         window = config.duplicate_detection_window
         self._connection().execute(
             "INSERT INTO queues (name, max_delivery_count, lock_duration_us, duplicate_window_us)"
@@ -289,9 +294,16 @@ class LocalServiceBus:
             data = bytes(body)
         else:
             raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+        message_id = uuid.uuid4().hex if message_id is None else message_id
+        ids = {
+            "message_id": message_id,
+            "correlation_id": correlation_id,
+            "subject": subject,
+            "reply_to": reply_to,
+        }
+        check_message(data, ids, dict(application_properties or {}))
         properties = json.dumps(dict(application_properties or {}), separators=(",", ":"))
         scheduled = None if scheduled_enqueue_time is None else as_utc(scheduled_enqueue_time)
-        message_id = uuid.uuid4().hex if message_id is None else message_id
         with self._transaction() as conn:
             config, dead_lettered = self._entity(conn, queue)
             if dead_lettered:
@@ -555,6 +567,72 @@ class LocalServiceBus:
             .fetchone()
         )
         return parse_optional(row["due"])
+
+
+def check_queue(config: QueueConfig) -> None:
+    """A queue's properties against Service Bus's bounds (``limits``). The lock duration is held
+    to the documented maximum only: the 5-second floor is the portal's, and the data plane takes
+    less (standins/amqp_broker/limits.py has the sources)."""
+    problems = [
+        limits.outside(limits.MAX_DELIVERY_COUNT, config.max_delivery_count),
+        None
+        if config.lock_duration <= limits.duration_bounds(limits.LOCK_DURATION)[1]
+        else limits.outside(limits.LOCK_DURATION, config.lock_duration),
+        None
+        if config.duplicate_detection_window is None
+        else limits.outside(limits.DUPLICATE_DETECTION_WINDOW, config.duplicate_detection_window),
+    ]
+    found = [p for p in problems if p is not None]
+    if found:
+        raise ValueError(f"queue {config.name!r}: {'; '.join(found)}")
+
+
+# Application property values Service Bus carries: AMQP simple types, not maps or lists (AMQP
+# 1.0, 3.2.5 application-properties: "restricted to be of simple types only").
+_SIMPLE = (str, int, float, bool, bytes, datetime, uuid.UUID, type(None))
+
+
+def check_message(body: bytes, ids: Mapping[str, str | None], properties: Mapping[str, Any]) -> None:
+    """Refuse a message Service Bus refuses, with the error the SDK raises for it: ValueError for
+    an ID (the SDK checks MessageId and SessionId's 128 characters itself; the service refuses
+    the others), MessageSizeExceededError for the header or the whole message over the Standard
+    tier's size, ServiceBusError for one property over 32 KB (``limits`` has the sources)."""
+    for name, value in ids.items():
+        if value is None:
+            continue
+        if name == "message_id" and not value:
+            raise ValueError("message_id cannot be empty.")
+        if len(value) > limits.most(limits.ID_LENGTH):
+            raise ValueError(f"{name} cannot be longer than {limits.ID_LENGTH.high} characters.")
+    sizes: dict[str, int] = {}
+    for key, value in properties.items():
+        if not isinstance(value, _SIMPLE):
+            raise ValueError(
+                f"application property {key!r}: a {type(value).__name__} is not a type Service Bus "
+                "carries (strings, numbers, booleans, bytes, times, UUIDs)"
+            )
+        sizes[str(key)] = len(str(key).encode()) + len(str(value).encode())
+    # The header first, as the service answers: a property over 32 KB in a header over 64 KB is
+    # a size error.
+    header = sum(len((v or "").encode()) for v in ids.values()) + sum(sizes.values())
+    if header > limits.most(limits.HEADER_SIZE):
+        raise MessageSizeExceededError(
+            message=f"The size quota for the message header ({limits.most(limits.HEADER_SIZE)}) "
+            f"has been exceeded. (header: {header} bytes)"
+        )
+    for key, size in sizes.items():
+        if size > limits.most(limits.PROPERTY_SIZE):
+            raise ServiceBusError(
+                "The service was unable to process the request; please retry the operation. "
+                f"(application property {key!r}: {size} bytes; "
+                f"the most is {limits.most(limits.PROPERTY_SIZE)})"
+            )
+    total = header + len(body)
+    if total > limits.most(limits.MESSAGE_SIZE_STANDARD):
+        raise MessageSizeExceededError(
+            message=f"The received message (size:{total} bytes) exceeds the limit "
+            f"({limits.MESSAGE_SIZE_STANDARD.high} bytes) currently allowed on the link."
+        )
 
 
 def _max_delivery_description(config: QueueConfig) -> str:

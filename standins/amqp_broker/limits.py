@@ -1,11 +1,16 @@
 """The Azure Service Bus **Standard tier** limits the broker enforces, with where each comes from.
 
+The numbers are the rows of ``adapters/servicebus/limits.py``, the one table the local bus reads
+too; what is here is how the broker answers each over AMQP.
+
 The broker stands in for a Standard namespace, so a message or a queue definition that Azure would
 refuse is refused here too, with the error Azure gives. These are Azure's limits, not the Service
 Bus *emulator's* (which are narrower and are checked elsewhere).
 """
 
 from datetime import timedelta
+
+from adapters.servicebus import limits as table
 
 # Maximum message size, Standard tier: 256 KB, counted over the whole encoded AMQP message
 # (header, annotations, properties, application properties and body), which is what the service
@@ -17,7 +22,7 @@ from datetime import timedelta
 # limit (262144 bytes) currently allowed on the link." (the disposition in
 # https://github.com/Azure/azure-sdk-for-python/issues/5286 and the error in
 # https://github.com/Azure/azure-sdk-for-python/issues/37916).
-MAX_MESSAGE_SIZE = 256 * 1024
+MAX_MESSAGE_SIZE = table.most(table.MESSAGE_SIZE_STANDARD)
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 # Queue properties: the remarks of Azure.Messaging.ServiceBus.Administration.QueueProperties
@@ -30,22 +35,27 @@ MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 # (https://github.com/Azure/azure-sdk-for-node/issues/1747); the data plane has been seen to take
 # less (https://github.com/Azure/azure-service-bus/issues/22), so this floor is the conservative,
 # documented one.
-LOCK_DURATION = (timedelta(seconds=5), timedelta(minutes=5))
+LOCK_DURATION = table.duration_bounds(table.LOCK_DURATION)
 
 # MaxDeliveryCount: "Default value is 10. Minimum value is 1."; the property is an Int32, so
 # 2147483647 is the most it can hold.
-MAX_DELIVERY_COUNT = (1, 2**31 - 1)
+MAX_DELIVERY_COUNT = (1, table.most(table.MAX_DELIVERY_COUNT))
 
 # DuplicateDetectionHistoryTimeWindow: "Max value is 7 days and minimum is 20 seconds." (also
 # https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties.duplicatedetectionhistorytimewindow).
-DUPLICATE_DETECTION_WINDOW = (timedelta(seconds=20), timedelta(days=7))
+DUPLICATE_DETECTION_WINDOW = table.duration_bounds(table.DUPLICATE_DETECTION_WINDOW)
 
 # DefaultMessageTimeToLive: "Default value is TimeSpan.MaxValue", so the broker sets no maximum.
 # It must be a positive duration; the broker asks for at least a second, the resolution
 # azure-servicebus sends a message's time-to-live in (whole seconds). The entity default is also
 # the ceiling for a message's own TTL, and expiry counts from the enqueued time:
 # https://learn.microsoft.com/azure/service-bus-messaging/message-expiration
-DEFAULT_MESSAGE_TTL_MIN = timedelta(seconds=1)
+DEFAULT_MESSAGE_TTL_MIN = (
+    table.DEFAULT_MESSAGE_TTL.low
+    if isinstance(table.DEFAULT_MESSAGE_TTL.low, timedelta)
+    else timedelta(seconds=1)
+)
+
 
 # Message properties, every tier (the quotas page's "Message property size for a queue, topic, or
 # subscription entity": https://learn.microsoft.com/azure/service-bus-messaging/service-bus-quotas):
@@ -66,8 +76,8 @@ DEFAULT_MESSAGE_TTL_MIN = timedelta(seconds=1)
 #   found; the broker sends amqp:internal-error, which azure-servicebus, like the service's own
 #   condition, maps to nothing specific: a retryable ServiceBusError, raised once its retries are
 #   spent.
-MAX_PROPERTY_SIZE = 32 * 1024
-MAX_HEADER_SIZE = 64 * 1024
+MAX_PROPERTY_SIZE = table.most(table.PROPERTY_SIZE)
+MAX_HEADER_SIZE = table.most(table.HEADER_SIZE)
 PROPERTY_TOO_LARGE = "amqp:internal-error"
 
 # A session receiver on an entity that does not require sessions: the service refuses the attach

@@ -9,6 +9,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from devhost.durable_api import management_urls
+from devhost.durable_wire import EventType
 from tests.support.devhost_sample import Sample
 from tests.support.durable_http import JSON, call, start
 
@@ -106,3 +108,48 @@ def test_eternal_orchestration_continues_as_new(sample: Sample) -> None:
     assert status(sample, urls)["output"] == 2
     history = status(sample, urls, "&showHistory=true")["historyEvents"]
     assert [e["EventType"] for e in history].count("ExecutionStarted") == 1
+
+
+# --- Microsoft's azure-functions-durable-python samples, in their shapes ------------------------
+
+
+def has_event(sample: Sample, instance_id: str, kind: EventType, count: int = 1) -> bool:
+    return bool(sum(e["EventType"] == kind for e in sample.host.engine.history(instance_id)) >= count)
+
+
+def test_the_retries_sample_calls_an_activity_with_no_input_until_it_succeeds(sample: Sample) -> None:
+    """The error-handling docs' ``call_activity_with_retry("FlakyFunction", retry_options)``: the
+    SDK sends no input as the text "null", which the extension hands the activity verbatim, so
+    the worker decodes None on every attempt, the retry's as well as the first."""
+    urls = start(sample, "retry_sample")
+    sample.run_until_finished(urls["id"])
+    assert (status(sample, urls)["runtimeStatus"], status(sample, urls)["output"]) == (
+        "Completed",
+        "succeeded",
+    )
+    assert [r["received"] for r in sample.records("flaky_function")] == [None, None]
+
+
+def test_the_sms_verification_sample_completes_on_the_right_code_after_a_wrong_one(sample: Sample) -> None:
+    """E4_SMSPhoneVerification: up to three waits for the same event against one timer. Each
+    event raised through the HTTP API is one EventRaised, taken by the wait open at the time."""
+    instance_id = sample.start("sms_verification", "+14255550100")
+    urls = management_urls(sample.host.base_url, instance_id)
+    sample.run(sample.host.run_until(lambda: has_event(sample, instance_id, EventType.TIMER_CREATED)))
+    raise_url = urls["sendEventPostUri"].replace("{eventName}", "SmsChallengeResponse")
+    assert call(sample, "POST", raise_url, b'"0000"', JSON)[0] == 202
+    sample.run(sample.host.run_until(lambda: has_event(sample, instance_id, EventType.EVENT_RAISED)))
+    code = sample.records("sms")[0]["code"]
+    assert call(sample, "POST", raise_url, json.dumps(str(code)).encode(), JSON)[0] == 202
+    sample.run_until_finished(instance_id)
+    assert status(sample, urls)["output"] is True
+    history = status(sample, urls, "&showHistory=true")["historyEvents"]
+    assert [e["Input"] for e in history if e["EventType"] == "EventRaised"] == ['"0000"', f'"{code}"']
+
+
+def test_a_raw_json_string_body_is_the_input_decoded_once(sample: Sample) -> None:
+    """``POST /orchestrators/chain`` with the body ``"hello"``: the extension deserialises it
+    once, to the string hello, and the status shows that string (DurableClient.ParseToJToken)."""
+    urls = start(sample, "chain", "hello")
+    code, body, _ = call(sample, "GET", urls["statusQueryGetUri"])
+    assert (code, body["input"]) == (202, "hello")

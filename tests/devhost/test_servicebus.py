@@ -319,7 +319,7 @@ def test_peek_changes_nothing_and_shows_locked_messages(bus: LocalServiceBus) ->
 
 
 def test_application_properties_and_correlation_id_round_trip(bus: LocalServiceBus) -> None:
-    properties = {"orderId": "o-1", "attempt": 3, "ratio": 0.5, "flag": True, "none": None, "tags": ["a"]}
+    properties = {"orderId": "o-1", "attempt": 3, "ratio": 0.5, "flag": True, "none": None}
     bus.send(
         "orders",
         '{"OrderID": "o-1"}',
@@ -335,6 +335,9 @@ def test_application_properties_and_correlation_id_round_trip(bus: LocalServiceB
     assert message.reply_to == "status-app-a"
     assert message.body == b'{"OrderID": "o-1"}'
     assert len(message.message_id) == 32  # a uuid4 hex by default
+    # AMQP 1.0 (3.2.5): application-properties values are simple types, no maps or lists.
+    with pytest.raises(ValueError, match="'tags': a list is not a type Service Bus carries"):
+        bus.send("orders", "{}", application_properties={"tags": ["a"]})
 
 
 def test_an_undeclared_queue_raises_queue_not_found(bus: LocalServiceBus) -> None:

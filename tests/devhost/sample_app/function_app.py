@@ -258,3 +258,56 @@ def flaky(work: dict) -> str:
     if attempts <= work["fail"]:
         raise RuntimeError(f"attempt {attempts} fails")
     return f"succeeded on attempt {attempts}"
+
+
+# --- Microsoft's azure-functions-durable-python samples, in their shapes -----------------------
+# The retries sample of the error-handling docs calls its activity with no input; the
+# human-interaction sample (E4_SMSPhoneVerification) waits up to three times for the same event
+# against one timer. The Twilio binding of SendSMSChallenge is left out: the code is recorded.
+
+
+@app.orchestration_trigger(context_name="context")
+def retry_sample(context: df.DurableOrchestrationContext):
+    retry_options = df.RetryOptions(first_retry_interval_in_milliseconds=5000, max_number_of_attempts=3)
+    result = yield context.call_activity_with_retry("flaky_function", retry_options)
+    return result
+
+
+@app.activity_trigger(input_name="ignored")
+def flaky_function(ignored: str) -> str:
+    record("flaky_function", received=ignored)
+    if len([r for r in _records() if r["kind"] == "flaky_function"]) == 1:
+        raise RuntimeError("FlakyFunction flaked")
+    return "succeeded"
+
+
+@app.orchestration_trigger(context_name="context")
+def sms_verification(context: df.DurableOrchestrationContext):
+    phone_number = context.get_input()
+    challenge_code = yield context.call_activity("send_sms_challenge", phone_number)
+    timeout_task = context.create_timer(context.current_utc_datetime + timedelta(seconds=180))
+    authorized = False
+    for _ in range(3):
+        challenge_response_task = context.wait_for_external_event("SmsChallengeResponse")
+        winner = yield context.task_any([challenge_response_task, timeout_task])
+        if winner == challenge_response_task:
+            if challenge_response_task.result == challenge_code:
+                authorized = True
+                break
+        else:
+            break
+    if not timeout_task.is_completed:
+        timeout_task.cancel()
+    return authorized
+
+
+@app.activity_trigger(input_name="phone_number")
+def send_sms_challenge(phone_number: str) -> str:
+    code = 1000 + len(phone_number)
+    record("sms", to=phone_number, code=code)
+    return str(code)
+
+
+def _records() -> list[dict]:
+    with open(os.environ["SAMPLE_OUTPUT"]) as lines:
+        return [json.loads(line) for line in lines]
