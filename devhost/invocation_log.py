@@ -57,7 +57,8 @@ class InvocationLog:
 
     def failed(self, function: str, error: str, at: datetime) -> None:
         self._db.execute(
-            "INSERT INTO function_outcomes (function, failed, last_error, last_failed_at) VALUES (?, 1, ?, ?) "
+            "INSERT INTO function_outcomes (function, failed, last_error, last_failed_at) "
+            "VALUES (?, 1, ?, ?) "
             "ON CONFLICT (function) DO UPDATE SET failed = failed + 1, "
             "last_error = excluded.last_error, last_failed_at = excluded.last_failed_at",
             (function, error[:ERROR_CHARS], at.isoformat()),
