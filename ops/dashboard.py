@@ -325,7 +325,9 @@ class Picture:
                     )
         events.sort(key=lambda e: str(e["at"]))
         return {
-            "lanes": timeline.lanes(self.telemetry.spans.get(order_id, []), events),
+            "lanes": timeline.lanes(
+                self.telemetry.spans.get(order_id, []), frozenset(e.Action for e in entries)
+            ),
             "record": _plain(record),
             "compensation": [_plain(e) for e in entries],
             "statuses": statuses,

@@ -49,9 +49,9 @@ function drawLanes(lanes) {
       const start = x(Date.parse(item.start));
       if (item.kind === "bar") {
         const width = Math.max(2, x(Date.parse(item.end)) - start);
-        titled(svg("rect", { class: "bar", x: start, y: y + 8, width, height: LANE - 16 }, row), item);
+        titled(svg("rect", { class: `bar ${item.source}`, x: start, y: y + 8, width, height: LANE - 16 }, row), item);
       } else {
-        const kind = item.source === "span" ? "span" : item.source;
+        const kind = item.source;
         const points = `${start},${y + 6} ${start + 5},${y + LANE / 2} ${start},${y + LANE - 6} ${start - 5},${y + LANE / 2}`;
         titled(svg("polygon", { class: `marker ${kind}`, points }, row), item);
       }
