@@ -38,7 +38,7 @@ function drawLanes(lanes) {
   const x = (t) => LABEL + ((t - t0) / (t1 - t0)) * (WIDTH - LABEL - 20);
   const root = document.createElementNS(SVG, "svg");
   const height = lanes.length * LANE + 24;
-  Object.entries({ class: "timeline", width: WIDTH, height, viewBox: `0 0 ${WIDTH} ${height}` })
+  Object.entries({ class: "timeline", width: "100%", height, viewBox: `0 0 ${WIDTH} ${height}` })
     .forEach(([k, v]) => root.setAttribute(k, v));
   lanes.forEach((lane, n) => {
     const y = n * LANE;
@@ -61,7 +61,7 @@ function drawLanes(lanes) {
   svg("line", { class: "axis", x1: LABEL, x2: WIDTH - 20, y1: axis, y2: axis }, root);
   for (let k = 0; k <= 4; k += 1) {
     const t = t0 + ((t1 - t0) * k) / 4;
-    svg("text", { x: x(t) - 24, y: axis + 16 }, root).textContent = new Date(t).toISOString().slice(11, 23);
+    svg("text", { x: x(t), y: axis + 16, "text-anchor": k === 0 ? "start" : k === 4 ? "end" : "middle" }, root).textContent = new Date(t).toISOString().slice(11, 23);
   }
   host.replaceChildren(root);
 }
