@@ -13,7 +13,7 @@ function cells(tr, values) {
 }
 
 const SVG = "http://www.w3.org/2000/svg";
-const LABEL = 170, LANE = 34, WIDTH = 1100;
+const LABEL = 170, LANE = 34;
 
 function svg(name, attributes, parent) {
   const element = document.createElementNS(SVG, name);
@@ -33,12 +33,13 @@ function titled(element, item) {
 function drawLanes(lanes) {
   const times = lanes.flatMap((l) => l.items.flatMap((i) => [Date.parse(i.start), Date.parse(i.end)]));
   const host = document.getElementById("lanes");
+  const WIDTH = Math.max(600, host.clientWidth || 1100);  // the section's width: no scaling of the text
   if (!times.length) { host.textContent = "no spans yet for this order"; return; }
   const t0 = Math.min(...times), t1 = Math.max(t0 + 1, ...times);
   const x = (t) => LABEL + ((t - t0) / (t1 - t0)) * (WIDTH - LABEL - 20);
   const root = document.createElementNS(SVG, "svg");
   const height = lanes.length * LANE + 24;
-  Object.entries({ class: "timeline", width: "100%", height, viewBox: `0 0 ${WIDTH} ${height}` })
+  Object.entries({ class: "timeline", width: WIDTH, height, viewBox: `0 0 ${WIDTH} ${height}` })
     .forEach(([k, v]) => root.setAttribute(k, v));
   lanes.forEach((lane, n) => {
     const y = n * LANE;
