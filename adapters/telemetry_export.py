@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from adapters.telemetry_files import OnChangeMeterProvider, OnChangeReader
+from adapters.telemetry_files import ChangeLog, OnChangeMeterProvider
 
 _lock = threading.Lock()
 _configured = False
@@ -94,6 +94,6 @@ def configure(service: str, *, host_ships_logs: bool | None = None) -> str:
         )
         trace.set_tracer_provider(tracer_provider)
         folder.mkdir(parents=True, exist_ok=True)
-        reader = OnChangeReader((folder / f"{service}.metrics.jsonl").open("a", encoding="utf-8"))
-        metrics.set_meter_provider(OnChangeMeterProvider(reader, resource=resource))
+        log = ChangeLog((folder / f"{service}.metrics.jsonl").open("a", encoding="utf-8"))
+        metrics.set_meter_provider(OnChangeMeterProvider(log, resource=resource))
         return f"files in {folder}"
