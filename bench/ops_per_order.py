@@ -129,22 +129,24 @@ class CountingBus:
 
 
 def _metric_points(folder: Path, name: str) -> Iterator[dict[str, Any]]:
-    """The data points of metric ``name`` in the last export of each JSON-lines metrics file."""
+    """The latest data point of metric ``name`` per process and attributes in each JSON-lines
+    metrics file: each line holds the point that changed, with its running total
+    (adapters/telemetry_files.py)."""
     for path in folder.glob("*.metrics.jsonl"):
-        lines = path.read_text().splitlines()
-        for line in reversed(lines):
+        latest: dict[tuple[int, str], dict[str, Any]] = {}
+        for line in path.read_text().splitlines():
             exported = json.loads(line)
-            points = [
-                point
-                for resource in exported.get("resource_metrics", [])
-                for scope in resource.get("scope_metrics", [])
-                for metric in scope.get("metrics", [])
-                if metric["name"] == name
-                for point in metric["data"]["data_points"]
-            ]
-            if points:
-                yield from points  # cumulative: the last export holds the totals
-                break
+            for resource in exported.get("resource_metrics", []):
+                for scope in resource.get("scope_metrics", []):
+                    for metric in scope.get("metrics", []):
+                        if metric["name"] == name:
+                            for point in metric["data"]["data_points"]:
+                                key = (
+                                    int(point.get("start_time_unix_nano") or 0),
+                                    json.dumps(point["attributes"], sort_keys=True),
+                                )
+                                latest[key] = point
+        yield from latest.values()
 
 
 @dataclass

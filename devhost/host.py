@@ -33,12 +33,13 @@ from devhost.durable_store import DurableStore
 from devhost.durable_triggers import DurableTriggers
 from devhost.http_triggers import HttpTriggers, listen
 from devhost.indexing import FunctionSpec, IndexingError, index
+from devhost.invocation_log import InvocationLog
 from devhost.polling import IDLE_WAIT, Poller
 from devhost.protocol import function_rpc_pb2 as rpc
 from devhost.servicebus_triggers import ServiceBusTriggers, TriggerBus
 from devhost.settings import load_local_settings
 from devhost.timer_triggers import TimerTriggers
-from devhost.worker import FunctionWorker, Worker, WorkerError
+from devhost.worker import FunctionWorker, InvocationFailed, Worker, WorkerError
 from devhost.worker_processes import WorkerProcesses, process_count
 
 log = logging.getLogger("devhost")
@@ -98,6 +99,8 @@ class Host:
         # What the Service Bus extension does on the triggers' behalf, as Service Bus bills it:
         # receive calls, and each complete, abandon and lock renewal.
         self.servicebus_operations: Counter[str] = Counter()
+        # Each invocation's outcome, where ops reads it (devhost/invocation_log.py).
+        self._outcomes: InvocationLog | None = None
         # The trigger sources, built by start() from what the worker indexed.
         self._http: HttpTriggers | None = None
         self._timers: TimerTriggers | None = None
@@ -108,6 +111,7 @@ class Host:
 
     async def start(self) -> None:
         self._lock_data_dir()
+        self._outcomes = InvocationLog(self.config.data_dir)
         self._listener = self._take_port()
         # Set before the workers start, which take their environment with them: the app's
         # embedded messaging adapter and agent processes open the same local bus file.
@@ -172,6 +176,9 @@ class Host:
             self._servicebus.close()
         if self._durable is not None:
             self._durable.close()
+        if self._outcomes is not None:
+            self._outcomes.close()
+            self._outcomes = None
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
@@ -263,7 +270,14 @@ class Host:
             inputs.append(bindings.binding(client, bindings.durable_client(self.client_json())))
         self.invocations[spec.trigger_type] += 1
         self.invocations_by_function[spec.name] += 1
-        return await self.worker.invoke(spec.function_id, inputs, trigger_metadata)
+        outcomes = _started(self._outcomes)
+        try:
+            response = await self.worker.invoke(spec.function_id, inputs, trigger_metadata)
+        except InvocationFailed as failed:
+            outcomes.failed(spec.name, failed.message or type(failed).__name__, self.clock.now())
+            raise
+        outcomes.succeeded(spec.name)
+        return response
 
     # --- driving ------------------------------------------------------------------------------
 

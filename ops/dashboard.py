@@ -32,6 +32,7 @@ from adapters.clock import host_clock
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
+from ops import function_failures, timeline
 from services.context import Ports
 from settings import Settings
 
@@ -214,6 +215,7 @@ class Picture:
             "latency": self.latency(app),
             "dead_letters": dead_letters,
             "failed": self.failed(app),
+            "functions": function_failures.failing(function_failures.outcomes(os.environ)),
         }
 
     def latency(self, app: str | None) -> dict[str, Any]:
@@ -323,6 +325,9 @@ class Picture:
                     )
         events.sort(key=lambda e: str(e["at"]))
         return {
+            "lanes": timeline.lanes(
+                self.telemetry.spans.get(order_id, []), frozenset(e.Action for e in entries)
+            ),
             "record": _plain(record),
             "compensation": [_plain(e) for e in entries],
             "statuses": statuses,

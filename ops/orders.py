@@ -11,7 +11,7 @@ from typing import Any
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import StateRecord
 from domain.states import ProcessState
-from ops import queues
+from ops import function_failures, queues
 from ops.apps import registered
 from ops.errors import Refused
 from ops.output import Output, iso
@@ -61,6 +61,7 @@ def status(ports: Ports, out: Output, order_id: str) -> None:
     if reply.status == 404:
         raise Refused(f"no order {order_id!r}")
     out.show_fields(f"Order {order_id}", reply.body)
+    function_failures.report(out)
 
 
 def _progress(record: StateRecord) -> str:
@@ -165,6 +166,7 @@ def watch(ports: Ports, out: Output, interval: float, once: bool) -> None:
         out.show(
             f"Orders by state at {datetime.now(UTC):%H:%M:%S}", counts(ports), ["ProcessState", "orders"]
         )
+        function_failures.report(out)
         if once or pause.wait(interval):
             return
 

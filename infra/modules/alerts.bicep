@@ -1,9 +1,13 @@
-// What pages an operator: an action group that emails, and three rules.
+// What pages an operator: an action group that emails, and four rules.
 // 1. Operator alerts waiting: active messages on the operator-alerts queue > 0 (E12, C11); it
 //    clears when `python -m ops alerts ack|drain` has removed them.
 // 2. Dead letters on any queue > 0: a submission, request, reply or status message gave up.
 // 3. Supervisor errors: exceptions or error traces from the supervisor function in Application
 //    Insights (the Supervisor is the safety net; if it fails nothing recovers expired work).
+// 4. Function failures: failed executions of any function (requests with success == false,
+//    one alert per operation_Name), e.g. a queue or store it cannot open or an unhandled
+//    exception, which leaves no order behind to look at (issue 36 item 4). Locally, devhost's
+//    invocation results answer the same question (`ops status`, `ops watch`, the local page).
 
 @description('Azure region of the log alert rule.')
 param location string
@@ -159,6 +163,57 @@ resource supervisorErrors 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = 
         {
           query: 'union exceptions, (traces | where severityLevel >= 3) | where operation_Name =~ "supervisor"'
           timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: {
+      actionGroups: [
+        actionGroup.id
+      ]
+    }
+  }
+}
+
+// Schema: Microsoft.Insights/scheduledQueryRules, criteria.allOf[].dimensions {name, operator
+// 'Include', values ['*']} splits the alert by a column (learn.microsoft.com/azure/templates/
+// microsoft.insights/scheduledqueryrules). The Functions host writes one requests row per
+// execution, operation_Name = the function, success = false when it failed.
+resource functionFailures 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: '${namePrefix}-function-failures'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Function failures'
+    description: 'A function execution failed (a queue or store it cannot open, an unhandled exception): see the workbook\'s "Function failures" panel for its last error.'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    autoMitigate: true
+    criteria: {
+      allOf: [
+        {
+          query: 'requests | where success == false | project timestamp, operation_Name'
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'operation_Name'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
           operator: 'GreaterThan'
           threshold: 0
           failingPeriods: {

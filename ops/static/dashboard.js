@@ -18,15 +18,66 @@ function counts(id, rows) {
 
 function entries(object) { return Object.entries(object || {}).sort(([a], [b]) => a.localeCompare(b)); }
 
+// Time axis labels on either clock (real, or devhost's virtual one far from now): HH:MM:SS in UTC,
+// with the date when the range spans days, never uPlot's sub-second ":42.200".
+function clockLabel(seconds, withDate) {
+  const iso = new Date(seconds * 1000).toISOString();
+  return withDate ? `${iso.slice(5, 10)} ${iso.slice(11, 19)}` : iso.slice(11, 19);
+}
+
+function timeAxis() {
+  return {
+    values: (u, splits) => {
+      const range = (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0);
+      return splits.map((t) => clockLabel(t, range > 86400));
+    },
+    space: 70,
+  };
+}
+
 function chart(id, labels, data) {
   const element = document.getElementById(id);
   const width = Math.max(300, element.clientWidth || 400);
   if (!charts[id]) {
-    const series = [{}].concat(labels.map((label, i) => ({ label, stroke: `hsl(${(i * 57) % 360} 65% 45%)`, width: 2 })));
-    charts[id] = new uPlot({ width, height: 180, series, scales: { x: { time: true } } }, data, element);
+    const series = [{ label: "time (UTC)", value: (u, t) => (t == null ? "—" : clockLabel(t, false)) }].concat(
+      labels.map((label, i) => ({ label, stroke: `hsl(${(i * 57) % 360} 65% 45%)`, width: 2, value: (u, v) => fmt(v) })));
+    charts[id] = new uPlot({ width, height: 160, series, scales: { x: { time: true } }, axes: [timeAxis(), {}] }, data, element);
   } else {
     charts[id].setData(data);
   }
+  // The legend shows the latest sample's values unless the cursor points at another.
+  const last = data[0].length - 1;
+  if (last >= 0 && charts[id].cursor.idx == null) charts[id].setLegend({ idx: last });
+}
+
+function rows(selector, items, cellsOf, key) {
+  const body = document.querySelector(selector);
+  body.replaceChildren(...items.map((item) => {
+    const tr = document.createElement("tr");
+    tr.dataset.key = key(item);
+    for (const value of cellsOf(item)) {
+      const td = document.createElement("td");
+      td.textContent = value ?? "";
+      tr.append(td);
+    }
+    return tr;
+  }));
+  return body;
+}
+
+function health(s) {
+  const deadLetters = Object.values(s.dead_letters).reduce((a, v) => a + (Number(v) || 0), 0);
+  const alerts = Object.values(s.alerts).reduce((a, v) => a + v, 0);
+  const functionFailures = s.functions.reduce((a, f) => a + f.failed, 0);
+  const problems = [
+    [s.failed.length, "failed orders"], [functionFailures, "function failures"],
+    [deadLetters, "dead letters"], [alerts, "alerts waiting"],
+  ].filter(([n]) => n > 0);
+  const element = document.getElementById("health");
+  element.className = problems.length ? "bad" : "good";
+  element.textContent = problems.length
+    ? `Needs attention: ${problems.map(([n, what]) => `${n} ${what}`).join(", ")}`
+    : "Healthy: no failed order, function failure, dead letter or alert";
 }
 
 function render(s) {
@@ -51,21 +102,17 @@ function render(s) {
     .concat([["retries", s.agent.retries], ["breaker rejections", s.agent.breaker_rejections]]));
   counts("latency", [["orders", s.latency.orders], ["p50 (s)", s.latency.p50], ["p95 (s)", s.latency.p95]]);
   counts("dead-letters", entries(s.dead_letters));
-  const body = document.querySelector("#failed tbody");
-  body.replaceChildren(...s.failed.map((row) => {
-    const tr = document.createElement("tr");
-    tr.dataset.order = row.OrderID;
-    for (const value of [row.OrderID, row.ProcessState, row.FailedStep, row.LastError, row.UpdatedAt]) {
-      const td = document.createElement("td");
-      td.textContent = value ?? "";
-      tr.append(td);
-    }
+  const body = rows("#failed tbody", s.failed,
+    (r) => [r.OrderID, r.ProcessState, r.FailedStep, r.LastError, r.UpdatedAt], (r) => r.OrderID);
+  for (const tr of body.children) {
+    tr.dataset.order = tr.dataset.key;
     const link = document.createElement("a");
-    link.href = `/order/${encodeURIComponent(row.OrderID)}`;
-    link.textContent = row.OrderID;
+    link.href = `/order/${encodeURIComponent(tr.dataset.key)}`;
+    link.textContent = tr.dataset.key;
     tr.firstChild.replaceChildren(link);
-    return tr;
-  }));
+  }
+  rows("#functions tbody", s.functions, (f) => [f.function, String(f.failed), (f.last_error || "").split("\n")[0], f.last_failed_at], (f) => f.function);
+  health(s);
   const select = document.getElementById("app");
   if (select.options.length === 1) {
     for (const app of s.apps) select.add(new Option(app, app));

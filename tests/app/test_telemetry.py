@@ -1,7 +1,8 @@
 """Telemetry (C11): the spans of one order, from every part of the app, share one trace.
 
 The app runs in a worker process, as on Azure, and exports its spans as it ships them: JSON
-lines under SAS_TELEMETRY_DIR (adapters/telemetry_export.py), written when the worker exits."""
+lines under SAS_TELEMETRY_DIR (adapters/telemetry_export.py), written as each span ends and
+each metric changes."""
 
 import asyncio
 import json
