@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"local issuer: {_cannot_listen(error)}", file=sys.stderr)
         return 2
-    with issuer.start():
+    with issuer:
         print(f"local issuer: {issuer.issuer}", file=sys.stderr)
         return _serve_while(command)
 
