@@ -105,13 +105,9 @@ def test_make_run_keeps_orders_from_ops_and_http_across_a_restart(tmp_path: Path
     env |= {"DEVHOST_PORT": str(host_port), "SAS_AUTH_AUTHORITY": f"http://127.0.0.1:{issuer_port}"}
 
     def ops(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ops", *args]
         return subprocess.run(
-            [sys.executable, "-m", "ops", *args],
-            cwd=app_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+            command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=60, check=False
         )
 
     def found(order_id: str) -> bool:
