@@ -186,8 +186,12 @@ def move(ports: Ports, out: Output, order_id: str, action: str) -> None:
         # In the operator's words, not the state machine's (its move names are for the logs).
         stored = ports.states.get(order_id)
         state = stored.record.ProcessState.value if stored else "gone"
-        allowed = "Error" if action == "resubmit" else "Error or CompensationFailed"
-        raise Refused(f"{order_id} is {state}: only an order in {allowed} can be {action}d") from None
+        allowed, done = (
+            ("Error", "resubmitted")
+            if action == "resubmit"
+            else ("Error or CompensationFailed", "compensated")
+        )
+        raise Refused(f"{order_id} is {state}: only an order in {allowed} can be {done}") from None
     out.show(
         f"{action}: {order_id}",
         [
