@@ -267,11 +267,11 @@ def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading
 
 def _explore(console: Console, dashboard: str) -> None:
     """--keep: the stack stays up for exploring until Ctrl-C; then the demo reports as usual."""
-    console.print(
-        f"[bold]--keep[/]: the stack stays up; the dashboard is at {dashboard}. Ctrl-C ends the demo."
-    )
     never = threading.Event()  # the demo's own stop event is set by now
-    try:
+    try:  # Ctrl-C may come at once, while this line is still being written
+        console.print(
+            f"[bold]--keep[/]: the stack stays up; the dashboard is at {dashboard}. Ctrl-C ends the demo."
+        )
         while not never.wait(3600):
             pass
     except KeyboardInterrupt:
