@@ -110,10 +110,14 @@ class Messaging(MessageSender, MessageSettlement, Protocol):
     pass
 
 
+def uses_local_bus(settings: Settings) -> bool:
+    connection = settings.servicebus_connection
+    return connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection)
+
+
 def _messaging(settings: Settings, clock: Clock) -> Messaging:
     """The local bus when ``ServiceBusConnection`` is "local", else Service Bus itself."""
-    connection = settings.servicebus_connection
-    if connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection):
+    if uses_local_bus(settings):
         if settings.profile == "azure":
             raise SettingsError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
         from adapters.servicebus.local_messaging import LocalMessaging  # noqa: PLC0415 - local only

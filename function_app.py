@@ -69,24 +69,32 @@ def _held_message(msg: func.ServiceBusMessage, queue: str) -> intake.HeldMessage
 # --- Front end (E1, C3) -----------------------------------------------------------------------
 
 
-def _http(respond: Callable[[], frontend.Reply]) -> func.HttpResponse:
+def _http(respond: Callable[[], frontend.Reply], context: func.Context) -> func.HttpResponse:
     try:
         reply = respond()
     except DependencyUnavailable as outage:
         reply = frontend.unavailable(outage, ports())
+    except Exception:
+        # Any other failure (a queue that is not there, a bug) is still the API's JSON, and the
+        # log line with its stack carries the invocation ID the caller is given.
+        log.exception("%s failed (invocation %s)", context.function_name, context.invocation_id)
+        reply = frontend.internal_error()
     return func.HttpResponse(
-        json.dumps(reply.body), status_code=reply.status, headers=reply.headers, mimetype="application/json"
+        json.dumps(frontend.with_invocation(reply, context.invocation_id).body),
+        status_code=reply.status,
+        headers=reply.headers,
+        mimetype="application/json",
     )
 
 
 @app.route(route="orders", methods=["POST"])
-def post_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(lambda: frontend.accept_order(req.get_body(), req.headers, ports()))
+def post_order(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return _http(lambda: frontend.accept_order(req.get_body(), req.headers, ports()), context)
 
 
 @app.route(route="orders/{order_id}", methods=["GET"])
-def get_order(req: func.HttpRequest) -> func.HttpResponse:
-    return _http(lambda: frontend.order_view(req.route_params["order_id"], req.headers, ports()))
+def get_order(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return _http(lambda: frontend.order_view(req.route_params["order_id"], req.headers, ports()), context)
 
 
 # --- Submission (E1-E2) ---------------------------------------------------------------------

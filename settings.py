@@ -21,6 +21,11 @@ def _registry(value: object) -> object:
     return Registry.parse(value) if isinstance(value, str) else value
 
 
+# The embedded profile's stores. A relative path is one in the app directory: the tools and
+# devhost make it absolute before anything opens it (adapters/local_settings.py).
+DEFAULT_DATA_DIR = ".data"
+
+
 class SettingsError(ValueError):
     """A setting, or ``local.settings.json`` itself (``adapters.local_settings``), is wrong: the
     one error the app and its tools report as one line naming what to fix."""
@@ -79,7 +84,7 @@ class Settings(BaseModel):
         None, alias="SAS_AUTH_AUDIENCE", min_length=1
     )
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
-    data_dir: str = Field(".data", alias="SAS_DATA_DIR", min_length=1)
+    data_dir: str = Field(DEFAULT_DATA_DIR, alias="SAS_DATA_DIR", min_length=1)
     local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
     orders_queue: str = Field("orders", alias="SAS_ORDERS_QUEUE")
     # MaxDeliveryCount of the orders queue: on the last delivery a submission that still fails

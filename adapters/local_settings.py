@@ -7,6 +7,13 @@ does nothing.
 ``LOCAL_SETTINGS_FILE`` names the file to read instead of ``<app dir>/local.settings.json``, and
 set empty, none: the test suite sets it empty so a developer's own settings file never reaches a
 test (tests/conftest.py), and a test that means to read one names it.
+
+A relative path in a path-valued setting (``PATH_SETTINGS``) means a path in the app directory,
+whoever reads it: ``func start`` runs the worker in the app directory and Azure in
+``/home/site/wwwroot``, so that is what a relative path means to the app. devhost's workers run in
+the package it builds (``.devhost/wwwroot``) and the tools wherever they are started, so each
+resolves them here, once, before anything opens them: one set of stores for the host, its
+workers, the agent and ``ops``.
 """
 
 import json
@@ -18,6 +25,17 @@ from settings import SettingsError
 
 SETTINGS_FILE_VARIABLE = "LOCAL_SETTINGS_FILE"
 
+# The settings that name a file or folder on this machine (settings.py, devhost/config.py,
+# devhost/app_package.py, adapters/telemetry_export.py).
+PATH_SETTINGS = (
+    "SAS_DATA_DIR",
+    "DEVHOST_DATA_DIR",
+    "LOCAL_SERVICEBUS_PATH",
+    "DEVHOST_SERVICEBUS_CONFIG",
+    "DEVHOST_CACHE_DIR",
+    "SAS_TELEMETRY_DIR",
+)
+
 
 def settings_path(app_dir: Path, environ: Mapping[str, str]) -> Path | None:
     """The settings file to read: ``LOCAL_SETTINGS_FILE`` if set (empty: none), else the app dir's."""
@@ -28,8 +46,29 @@ def settings_path(app_dir: Path, environ: Mapping[str, str]) -> Path | None:
 
 
 def load_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Put ``Values`` of ``local.settings.json`` into the environment; real env vars win, as in func."""
+    """Put ``Values`` of ``local.settings.json`` into the environment (real env vars win, as in
+    func), then make every relative path setting absolute in the app directory."""
     env = os.environ if environ is None else environ
+    if not app_dir.is_dir():
+        raise SettingsError(f"the app directory {app_dir} does not exist")
+    loaded = _read_values(app_dir, env)
+    for key, value in loaded.items():
+        env.setdefault(key, value)
+    resolve_paths(app_dir, env)
+    return loaded
+
+
+def resolve_paths(app_dir: Path, env: MutableMapping[str, str]) -> None:
+    """Each relative ``PATH_SETTINGS`` value in ``env`` made absolute in ``app_dir``."""
+    for name in PATH_SETTINGS:
+        value = env.get(name)
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_absolute():
+                env[name] = str(app_dir.resolve() / path)
+
+
+def _read_values(app_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     path = settings_path(app_dir, env)
     if path is None:
         return {}
@@ -48,7 +87,4 @@ def load_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None 
     values = settings.get("Values", {})
     if not isinstance(values, dict):
         raise SettingsError(f"{path}: 'Values' must be an object")
-    loaded = {str(k): str(v) for k, v in values.items()}
-    for key, value in loaded.items():
-        env.setdefault(key, value)
-    return loaded
+    return {str(k): str(v) for k, v in values.items()}

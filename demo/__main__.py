@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -26,6 +27,7 @@ from demo.judge import Check, Snapshot, judge
 from demo.report import render, verdict
 from demo.stack import Stack
 from domain.messages import QueuedOrder
+from domain.record import StateRecord
 from domain.states import TERMINAL_STATES, ProcessState
 from settings import Settings
 
@@ -39,6 +41,10 @@ class Run:
     events: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     recoveries: int = 0
+    restarting: str | None = None  # the process chaos() killed, until it is back
+    # When the terminal count last moved, and what the orders not yet terminal wait for.
+    moved_at: float = field(default_factory=time.monotonic)
+    waits: Counter[str] = field(default_factory=Counter)
 
     def poll(self) -> None:
         states = self.stack.states()
@@ -46,15 +52,31 @@ class Run:
             records = [s.record for i in self.order_ids if (s := states.get(i)) is not None]
         finally:
             states.close()
+        before = self.terminal
         self.counts = Counter(r.ProcessState.value for r in records)
         self.recoveries = sum(r.FailureCount for r in records)
+        if self.terminal != before:
+            self.moved_at = time.monotonic()
+        now = datetime.now(UTC)
+        self.waits = Counter(_wait(r, now) for r in records if r.ProcessState not in TERMINAL_STATES)
+
+    def waiting_for(self) -> str | None:
+        """Why the counts stand still, once they have for a few seconds: what the orders await."""
+        still = time.monotonic() - self.moved_at
+        if still < STILL_SECONDS or (not self.waits and self.restarting is None):
+            return None
+        parts = [f"{n} {what}" for what, n in self.waits.most_common()]
+        if self.restarting is not None:
+            parts.insert(0, f"{self.restarting} restarting (its work resumes from the durable stores)")
+        return f"no order finished for {still:.0f}s: " + "; ".join(parts)
 
     def progress_line(self) -> str:
         accepted = sum(len(a.submitted_at) for a in self.apps)
         states = " ".join(f"{s.value}={self.counts[s.value]}" for s in ProcessState if self.counts[s.value])
+        waiting = self.waiting_for()
         return (
             f"{time.monotonic() - self.started:6.1f}s accepted={accepted}/{len(self.order_ids)} "
-            f"{states} recoveries={self.recoveries}"
+            f"{states} recoveries={self.recoveries}" + (f" ({waiting})" if waiting else "")
         )
 
     @property
@@ -77,10 +99,23 @@ class Run:
             bus.close()
         for app in self.apps:
             table.add_row(f"status messages → {app.name}", str(sum(len(v) for v in app.statuses.values())))
-        events = Table.grid()
-        for event in self.events[-6:]:
-            events.add_row(event)
-        return Group(table, events)
+        waiting = self.waiting_for()
+        return Group(table, waiting) if waiting else Group(table)
+
+
+# Counts that stand still this long get a line saying what the orders wait for.
+STILL_SECONDS = 3.0
+
+
+def _wait(record: StateRecord, now: datetime) -> str:
+    """What one order not yet terminal waits for, from its state record."""
+    if record.NotBefore is not None and record.NotBefore > now:
+        return "wait out a retry's cooldown (NotBefore)"
+    if record.ProcessState is ProcessState.PENDING:
+        return "wait Pending for a free slot or the starter's sweep"
+    if record.CurrentStep:
+        return "wait in a step for the agent's reply or the step's deadline (CompleteBy)"
+    return f"are {record.ProcessState.value}"
 
 
 def chaos(run: Run, stop: threading.Event) -> None:
@@ -92,11 +127,13 @@ def chaos(run: Run, stop: threading.Event) -> None:
         if stop.is_set():
             return
         run.events.append(f"[red]SIGKILL {name}[/] at {run.terminal} terminal orders")
+        run.restarting = name
         run.stack.kill(name)
         if name == "devhost":
             run.stack.start_devhost()
         else:
             run.stack.start_agent(name)
+        run.restarting = None
         run.events.append(f"[green]restarted {name}[/]")
 
 
@@ -206,8 +243,13 @@ def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading
     deadline = time.monotonic() + args.duration
     last_line = 0.0
     with Live(run.view(), console=console, refresh_per_second=4, transient=not console.is_terminal) as live:
+        printed = 0
         while time.monotonic() < deadline:
             run.poll()
+            # Each kill and restart as it happens, above the live view (rich's Live keeps it below).
+            for event in run.events[printed:]:
+                live.console.print(event)
+            printed = len(run.events)
             live.update(run.view())
             if not console.is_terminal and time.monotonic() - last_line >= 2:
                 last_line = time.monotonic()  # no live view in a log: a progress line instead
@@ -225,11 +267,11 @@ def _drive(run: Run, args: argparse.Namespace, console: Console, stop: threading
 
 def _explore(console: Console, dashboard: str) -> None:
     """--keep: the stack stays up for exploring until Ctrl-C; then the demo reports as usual."""
-    console.print(
-        f"[bold]--keep[/]: the stack stays up; the dashboard is at {dashboard}. Ctrl-C ends the demo."
-    )
     never = threading.Event()  # the demo's own stop event is set by now
-    try:
+    try:  # Ctrl-C may come at once, while this line is still being written
+        console.print(
+            f"[bold]--keep[/]: the stack stays up; the dashboard is at {dashboard}. Ctrl-C ends the demo."
+        )
         while not never.wait(3600):
             pass
     except KeyboardInterrupt:
@@ -277,12 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for app in apps:
             app.stop()
+        # Taken before --keep's wait: Ctrl-C reaches the whole process group, so the simulator
+        # whose ledger the judges read may be gone by the time it ends.
+        snapshot = take_snapshot(run)
         if args.keep:
             _explore(console, dashboard)
-        snapshot = take_snapshot(run)
         codes = stack.stop()
-    for event in run.events:
-        console.print(event)
     console.print(f"processes stopped with exit codes {codes}")
     render(apps, snapshot, console)
     checks = judge(apps, snapshot, int(stack.env["SAS_MAX_CALLS_PER_STEP"]))

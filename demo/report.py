@@ -60,14 +60,14 @@ def render(apps: list[SubmittingApp], snapshot: Snapshot, console: Console) -> N
     dead = snapshot.dead
     if dead:
         dlq = Table(title="Dead-lettered submissions")
-        dlq.add_column("message")
-        dlq.add_column("reason")
-        dlq.add_column("description")
+        # Folded, never cut: the description is the reason an operator acts on.
+        for column in ("message", "reason", "description"):
+            dlq.add_column(column, overflow="fold")
         for message in dead:
             dlq.add_row(
                 message.message_id,
                 message.dead_letter_reason or "",
-                (message.dead_letter_error_description or "")[:70],
+                message.dead_letter_error_description or "",
             )
         console.print(dlq)
 

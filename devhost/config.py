@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters.local_settings import PATH_SETTINGS
 from adapters.servicebus.messages import QueueConfig
 from devhost.settings import SettingsError
 
@@ -119,16 +120,36 @@ class DevhostConfig:
         port: int | None = None,
     ) -> "DevhostConfig":
         env = os.environ if env is None else env
-        data = data_dir or Path(env.get("DEVHOST_DATA_DIR", str(app_dir / ".devhost")))
+        # Absolute: the workers run in the package folder, where a relative path means another file.
+        data = (data_dir or Path(env.get("DEVHOST_DATA_DIR", str(app_dir / ".devhost")))).absolute()
         config = env.get("DEVHOST_SERVICEBUS_CONFIG")
         default_config = app_dir / "emulators" / "servicebus-config" / "Config.json"
         return cls(
             app_dir=app_dir,
             data_dir=data,
-            servicebus_path=Path(env.get("LOCAL_SERVICEBUS_PATH", str(data / "servicebus.db"))),
+            servicebus_path=Path(env.get("LOCAL_SERVICEBUS_PATH", str(data / "servicebus.db"))).absolute(),
             servicebus_config=Path(config)
             if config
             else (default_config if default_config.exists() else None),
             port=int(env.get("DEVHOST_PORT", "7071")) if port is None else port,
             concurrency=int(env.get("DEVHOST_CONCURRENCY", "8")),
         )
+
+    @property
+    def package_dirs(self) -> tuple[Path, Path]:
+        """What ``devhost/app_package.py`` rebuilds at every start: the package and the proxy."""
+        return self.data_dir / "wwwroot", self.data_dir / "worker"
+
+    def refuse_data_in_package(self, env: Mapping[str, str]) -> None:
+        """No store in a folder that the next start deletes: every order would go with it."""
+        for name in PATH_SETTINGS:
+            value = env.get(name)
+            if not value:
+                continue
+            path = Path(value).absolute()
+            for package in self.package_dirs:
+                if path.is_relative_to(package):
+                    raise SettingsError(
+                        f"{name}={value} is inside {package}, which devhost rebuilds at every start: "
+                        "set it to a path outside it (a relative path is taken in the app directory)"
+                    )

@@ -41,6 +41,7 @@ from devhost.settings import load_local_settings
 from devhost.timer_triggers import TimerTriggers
 from devhost.worker import FunctionWorker, InvocationFailed, Worker, WorkerError
 from devhost.worker_processes import WorkerProcesses, process_count
+from settings import DEFAULT_DATA_DIR
 
 log = logging.getLogger("devhost")
 
@@ -79,6 +80,9 @@ class Host:
         self.env = os.environ if env is None else env
         load_local_settings(self.app_dir, self.env)
         self.config = DevhostConfig.from_env(self.app_dir, self.env, data_dir=data_dir, port=port)
+        # The workers run in the package folder: the app's default, made absolute in the app dir.
+        self.env.setdefault("SAS_DATA_DIR", str(self.app_dir / DEFAULT_DATA_DIR))
+        self.config.refuse_data_in_package(self.env)
         # Read first, as the Functions host reads it before it starts a worker: a bad one is a
         # start-up error, not a traceback after the workers are up.
         self.host_json = load_host_json(self.app_dir)
@@ -114,7 +118,8 @@ class Host:
         self._outcomes = InvocationLog(self.config.data_dir)
         self._listener = self._take_port()
         # Set before the workers start, which take their environment with them: the app's
-        # embedded messaging adapter and agent processes open the same local bus file.
+        # embedded messaging adapter and agent processes open the same local bus file, and its
+        # embedded stores the same folder (SAS_DATA_DIR, in __init__), as absolute paths.
         self.env["LOCAL_SERVICEBUS_PATH"] = str(self.config.servicebus_path)
         try:
             self.worker = self._worker()

@@ -348,7 +348,10 @@ class WorkerProcesses:
             kind = message.WhichOneof("content")
             if kind == "rpc_log":
                 entry = message.rpc_log
-                log.log(_RPC_LEVELS.get(entry.level, logging.INFO), "%s: %s", entry.category, entry.message)
+                # The invocation's ID, as the Functions host logs it, ties the line to its reply.
+                where = f" (invocation {entry.invocation_id})" if entry.invocation_id else ""
+                level = _RPC_LEVELS.get(entry.level, logging.INFO)
+                log.log(level, "%s%s: %s", entry.category, where, entry.message)
                 continue
             key = (
                 message.invocation_response.invocation_id

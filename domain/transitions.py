@@ -418,7 +418,7 @@ def request_compensation(record: StateRecord, *, now: datetime) -> StateRecord:
 
     Compensations get fresh failure counts and budgets; forward steps keep theirs.
     """
-    _require_state(record, _OPERATOR_COMPENSABLE, "request_compensation")
+    _require_state(record, _OPERATOR_COMPENSABLE, "compensate")
 
     def is_undo(key: str) -> bool:
         return key.startswith(UNDO_PREFIX)

@@ -43,7 +43,7 @@ from bootstrap import build_ports
 from domain.apps import RegistryError
 from domain.errors import DependencyUnavailable
 from domain.states import ProcessState
-from ops import alerts, azd, dead_letters, instances, orders, queues, replay, schema, smoke
+from ops import alerts, azd, dead_letters, instances, local_stack, orders, queues, replay, schema, smoke
 from ops.dashboard import run_dashboard
 from ops.errors import EXIT_REFUSED, EXIT_UNAVAILABLE, EXIT_USAGE, BadArgument, Refused
 from ops.output import Output
@@ -172,6 +172,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
     load_local_settings(args.app_dir.resolve())
     match args.command:  # no stores needed, or (the dashboard) its own, on its own store thread
         case "dashboard":
+            local_stack.require_started(Settings.from_env(os.environ), args.app_dir.resolve())
             return run_dashboard(args.port, out.console)
         case "schema":
             schema.run(args.script, out)
@@ -181,8 +182,10 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             url = args.url or instances.devhost_url()
             instances.show(out, args.name, args.status, instances.from_durable_api(url, args.status))
         case _:
+            settings = Settings.from_env(os.environ)
+            local_stack.require_started(settings, args.app_dir.resolve())
             # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
-            _on_ports(args, build_ports(Settings.from_env(os.environ), host_clock()), out)
+            _on_ports(args, build_ports(settings, host_clock()), out)
     return 0
 
 
@@ -269,7 +272,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
         code, message = EXIT_REFUSED, str(refused)
     except (BadArgument, SettingsError, RegistryError, QueueNotFound) as bad:
         code, message = EXIT_USAGE, str(bad)
-    except DependencyUnavailable as outage:
+    except (DependencyUnavailable, local_stack.NotStarted) as outage:
         code, message = EXIT_UNAVAILABLE, str(outage)
     # One line, never wrapped or marked up: what went wrong, for a person or a script.
     message = " ".join(message.split())  # an SDK's message may run over several lines

@@ -13,6 +13,7 @@ drawn by uPlot, vendored in ``ops/static/`` (nothing is fetched at run time, no 
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -33,6 +34,7 @@ from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
 from ops import function_failures, timeline
+from ops.errors import BadArgument
 from services.context import Ports
 from settings import Settings
 
@@ -450,6 +452,14 @@ def run_dashboard(port: int, console: Console) -> int:
     def announce(url: str) -> None:
         console.print(f"dashboard: {url}  (read-only, loopback only; Ctrl-C stops it)", highlight=False)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(build, port, announce))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(build, port, announce))
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        raise BadArgument(
+            f"port {port} on {LOOPBACK} is taken (another dashboard?): stop it, or pass --port N "
+            "(0 for any free port)"
+        ) from None
     return 0

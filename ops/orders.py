@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
-from domain.record import StateRecord
+from domain.record import START_STEP, StateRecord
 from domain.states import ProcessState
 from ops import function_failures, queues
 from ops.apps import registered
@@ -60,8 +60,14 @@ def status(ports: Ports, out: Output, order_id: str) -> None:
     reply = frontend.record_view(order_id, ports, owner=None)
     if reply.status == 404:
         raise Refused(f"no order {order_id!r}")
-    out.show_fields(f"Order {order_id}", reply.body)
+    body = reply.body | {"FailedStep": step_name(reply.body["FailedStep"])}
+    out.show_fields(f"Order {order_id}", body)
     function_failures.report(out)
+
+
+def step_name(step: str | None) -> str | None:
+    """A step as the operator knows it: the record's marker for "before any step" in words."""
+    return "(before the first step)" if step == START_STEP else step
 
 
 def _progress(record: StateRecord) -> str:
@@ -75,7 +81,7 @@ def _progress(record: StateRecord) -> str:
     if record.StepFailures:
         parts.append("step failures " + ", ".join(f"{k}={v}" for k, v in record.StepFailures.items()))
     if record.FailedStep:
-        parts.append(f"failed step {record.FailedStep}")
+        parts.append(f"failed step {step_name(record.FailedStep)}")
     if record.CompensatedSteps:
         parts.append(f"compensated: {', '.join(record.CompensatedSteps)}")
     if record.LastError:
@@ -178,8 +184,16 @@ def move(ports: Ports, out: Output, order_id: str, action: str) -> None:
         record = moved(ports.states, ports.clock, order_id)
     except RecordNotFound:
         raise Refused(f"no order {order_id!r}") from None
-    except IllegalTransition as illegal:
-        raise Refused(str(illegal)) from None
+    except IllegalTransition:
+        # In the operator's words, not the state machine's (its move names are for the logs).
+        stored = ports.states.get(order_id)
+        state = stored.record.ProcessState.value if stored else "gone"
+        allowed, done = (
+            ("Error", "resubmitted")
+            if action == "resubmit"
+            else ("Error or CompensationFailed", "compensated")
+        )
+        raise Refused(f"{order_id} is {state}: only an order in {allowed} can be {done}") from None
     out.show(
         f"{action}: {order_id}",
         [

@@ -34,6 +34,19 @@ def _error(status: int, error: str, detail: str, headers: dict[str, str] | None 
     return Reply(status, {"error": error, "detail": detail}, headers or {})
 
 
+def internal_error() -> Reply:
+    """500 for what nobody foresaw: no stack or internal name goes to the caller, only the
+    invocation ID (``with_invocation``) under which the log holds them."""
+    return _error(500, "InternalError", "the request failed; quote its invocationId to the operator")
+
+
+def with_invocation(reply: Reply, invocation_id: str) -> Reply:
+    """An error body with the invocation ID that the host's logs and traces carry."""
+    if reply.status < 400:
+        return reply
+    return Reply(reply.status, {**reply.body, "invocationId": invocation_id}, reply.headers)
+
+
 def caller(headers: Mapping[str, str], ports: Ports) -> SubmittingApp | Reply:
     """The registered app making this request, from its verified application token
     (``Authorization: Bearer``), or the reply that refuses it. No header but that one says who

@@ -16,6 +16,7 @@ reads ``SAS_AUTH_AUTHORITY`` (its port), ``SAS_AUTH_TENANT_ID``, ``SAS_AUTH_AUDI
 """
 
 import argparse
+import errno
 import json
 import os
 import subprocess
@@ -35,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from adapters.local_settings import load_local_settings
 from domain.apps import SUBMIT_ROLE, Registry
 from domain.ports import Clock
+from settings import SettingsError
 
 TOKEN_LIFETIME = timedelta(hours=1)
 
@@ -256,21 +258,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--app-dir", type=Path, default=Path("."), help="where local.settings.json is")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run while serving")
     args = parser.parse_args(argv)
-    load_local_settings(args.app_dir)  # real environment variables win, as for the app
-    missing = [
-        n for n in ("SAS_AUTH_AUTHORITY", "SAS_AUTH_TENANT_ID", "SAS_AUTH_AUDIENCE") if not os.environ.get(n)
-    ]
-    if missing:
-        print(
-            f"local issuer: set {', '.join(missing)} (as local.settings.embedded.json does)", file=sys.stderr
-        )
-        return 1
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    with from_settings(os.environ) as issuer:
+    try:
+        # Real environment variables win, as for the app; relative paths become the app dir's,
+        # so the command it runs (devhost) inherits absolute ones.
+        load_local_settings(args.app_dir)
+        names = ("SAS_AUTH_AUTHORITY", "SAS_AUTH_TENANT_ID", "SAS_AUTH_AUDIENCE")
+        missing = [name for name in names if not os.environ.get(name)]
+        if missing:
+            raise SettingsError(f"set {', '.join(missing)} (as local.settings.embedded.json does)")
+        issuer = from_settings(os.environ)
+    # SettingsError and RegistryError (SAS_SUBMITTERS) are ValueErrors, as is a bad port in the
+    # authority: one line naming what to fix, no traceback.
+    except ValueError as error:
+        print(f"local issuer: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"local issuer: {_cannot_listen(error)}", file=sys.stderr)
+        return 2
+    with issuer:
         print(f"local issuer: {issuer.issuer}", file=sys.stderr)
+        return _serve_while(command)
+
+
+def _cannot_listen(error: OSError) -> str:
+    authority = os.environ.get("SAS_AUTH_AUTHORITY", "")
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"{authority} is taken: is the stack already running (`make run` in another terminal)? "
+            "Stop it, or point SAS_AUTH_AUTHORITY at a free port"
+        )
+    return f"cannot listen on {authority}: {error.strerror or error}"
+
+
+def _serve_while(command: list[str]) -> int:
+    """Until the command ends; Ctrl-C reaches it too (one process group), so wait for it to stop."""
+    try:
         if not command:
             threading.Event().wait()
-        return subprocess.call(command)
+            return 0
+        child = subprocess.Popen(command)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as error:
+        print(f"local issuer: cannot run {command[0]}: {error.strerror or error}", file=sys.stderr)
+        return 127
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            continue  # the child got the same SIGINT: its own code tells how it stopped
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 conflict answered at once with 409; every caller authenticated (see test_isolation.py)."""
 
 import json
+import logging
+import sqlite3
 from datetime import timedelta
+
+import pytest
 
 from domain.states import ProcessState
 from tests.support.app import App, order_body, start_app
@@ -86,3 +90,31 @@ def test_over_the_backlog_threshold_the_api_answers_429_with_retry_after(loop, t
         assert app.http("POST", "/api/orders", order_body("b-6"))[0] == 202  # ... and 202 again
     finally:
         app.stop()
+
+
+def test_every_error_is_the_same_json_with_the_invocation_id(app: App) -> None:
+    refused = [
+        app.http("POST", "/api/orders", order_body("web-1"), app=None),
+        app.http("GET", "/api/orders/x"),
+    ]
+    for status, text, headers in refused:
+        body = json.loads(text)
+        assert status in (401, 404) and headers["Content-Type"].startswith("application/json")
+        assert set(body) == {"error", "detail", "invocationId"} and body["invocationId"]
+    assert json.loads(refused[0][1])["invocationId"] != json.loads(refused[1][1])["invocationId"]
+
+
+def test_a_queue_the_front_end_cannot_open_is_a_json_500_whose_invocation_id_the_log_carries(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The orders queue gone from the bus under the running app: the send cannot open it.
+    with sqlite3.connect(app.host.config.servicebus_path) as bus:
+        bus.execute("DELETE FROM queues WHERE name = 'orders'")
+    caplog.set_level(logging.ERROR, logger="devhost")
+    status, text, headers = app.http("POST", "/api/orders", order_body("web-1"))
+    assert status == 500 and headers["Content-Type"].startswith("application/json")
+    body = json.loads(text)
+    assert set(body) == {"error", "detail", "invocationId"} and body["error"] == "InternalError"
+    assert "orders" not in body["detail"] and "QueueNotFound" not in body["detail"]  # nothing internal
+    logged = [r.getMessage() for r in caplog.records if body["invocationId"] in r.getMessage()]
+    assert any("post_order failed" in line for line in logged), logged

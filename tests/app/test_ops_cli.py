@@ -28,12 +28,14 @@ def test_resubmit_and_compensate_follow_the_state_machine(app: App) -> None:
     code, text = ops("resubmit", "o-1")
     assert code == 0 and "Pending" in text
     code, text = ops("resubmit", "o-1")  # Pending is not Error
-    assert code == 1 and "allowed only from Error" in text
+    assert code == 1 and "o-1 is Pending: only an order in Error can be resubmitted" in text
+    assert "resubmit:" not in text  # the operator's words, not the state machine's move name
 
     app.run_until_terminal("o-1")
     assert app.record("o-1").ProcessState.value == "Processed"
     code, text = ops("compensate", "o-1")
     assert code == 1 and "Processed" in text  # a processed order is not undone by an operator
+    assert "request_compensation" not in text and "compensate:" not in text
 
     code, text = ops("status", "nobody")
     assert code == 1 and "no order 'nobody'" in text
