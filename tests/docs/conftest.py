@@ -27,16 +27,7 @@ TIERS: dict[str, tuple[str, ...]] = {"docs/local-stack.md": ("emulators",)}
 
 # Blocks that fail today for a reason being fixed elsewhere: strict, so the fix shows as XPASS
 # and the marker has to go. Keyed by document and a text of the block.
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("docs/local-stack.md", "ops submit --order-id o-1"): (
-        "issue 36 item 1: make run's workers resolve relative store paths against the package "
-        "folder, so `ops status` finds no order"
-    ),
-    ("docs/local-stack.md", "curl -si -X POST"): (
-        "issue 36 item 1: the front end's worker opens a second, undeclared bus in the package "
-        "folder, so the POST answers 500 (QueueNotFound), not 202"
-    ),
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 
 def evaluate(example: Example) -> None:
