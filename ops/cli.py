@@ -171,7 +171,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             instances.show(out, args.name, args.status, instances.from_durable_api(url, args.status))
         case _:
             # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
-            _on_ports(args, build_ports(Settings.from_env(os.environ), host_clock()), out)
+            _on_ports(args, build_ports(Settings.from_env(os.environ), host_clock(), notes=False), out)
     return 0
 
 

@@ -32,6 +32,7 @@ from adapters.clock import host_clock
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
+from services import outage_view
 from services.context import Ports
 from settings import Settings
 
@@ -214,6 +215,7 @@ class Picture:
             "latency": self.latency(app),
             "dead_letters": dead_letters,
             "failed": self.failed(app),
+            "waiting_on": outage_view.waiting_on(states, LIMIT).by_dependency,
         }
 
     def latency(self, app: str | None) -> dict[str, Any]:
@@ -440,7 +442,7 @@ def run_dashboard(port: int, console: Console) -> int:
     settings = Settings.from_env(os.environ)  # a refused configuration fails before serving
 
     def build() -> Ports:
-        return build_ports(settings, host_clock())
+        return build_ports(settings, host_clock(), notes=False)  # read-only: no alerts
 
     def announce(url: str) -> None:
         console.print(f"dashboard: {url}  (read-only, loopback only; Ctrl-C stops it)", highlight=False)

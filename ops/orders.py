@@ -16,7 +16,7 @@ from ops.apps import registered
 from ops.errors import Refused
 from ops.output import Output, iso
 from ops.tokens import app_token
-from services import frontend, operator
+from services import frontend, operator, outage_view
 from services.context import Ports
 
 # Where an order is posted: the front end's checks, given the body and the request's headers.
@@ -79,6 +79,10 @@ def _progress(record: StateRecord) -> str:
         parts.append(f"compensated: {', '.join(record.CompensatedSteps)}")
     if record.LastError:
         parts.append(f"last error: {record.LastError}")
+    if record.Unavailable:
+        parts.append(f"waiting on the {record.Unavailable}")
+    if record.OutageHolds:
+        parts.append(f"held {record.OutageHolds} time(s) for outages, uncounted")
     if record.NotBefore:
         parts.append(f"not before {iso(record.NotBefore)}")
     return "; ".join(parts)
@@ -159,12 +163,22 @@ def counts(ports: Ports) -> list[dict[str, Any]]:
     ]
 
 
+WAITING_LIMIT = 1000  # records read per state to count what waits on a dependency
+
+
+def waiting(ports: Ports) -> list[dict[str, Any]]:
+    """Orders waiting on each dependency (``services.outage_view``, as the local page shows)."""
+    found = outage_view.waiting_on(ports.states, WAITING_LIMIT)
+    floor = "" if found.complete else f" (at least; {WAITING_LIMIT} read per state)"
+    return [{"Unavailable": d, "orders": f"{n}{floor}"} for d, n in found.by_dependency.items()]
+
+
 def watch(ports: Ports, out: Output, interval: float, once: bool) -> None:
     pause = threading.Event()
     while True:
-        out.show(
-            f"Orders by state at {datetime.now(UTC):%H:%M:%S}", counts(ports), ["ProcessState", "orders"]
-        )
+        at = f"{datetime.now(UTC):%H:%M:%S}"
+        out.show(f"Orders by state at {at}", counts(ports), ["ProcessState", "orders"])
+        out.show(f"Orders waiting on a dependency at {at}", waiting(ports), ["Unavailable", "orders"])
         if once or pause.wait(interval):
             return
 
