@@ -169,16 +169,17 @@ WAITING_LIMIT = 1000  # records read per state to count what waits on a dependen
 def waiting(ports: Ports) -> list[dict[str, Any]]:
     """Orders waiting on each dependency (``services.outage_view``, as the local page shows)."""
     found = outage_view.waiting_on(ports.states, WAITING_LIMIT)
-    floor = "" if found.complete else f" (at least; {WAITING_LIMIT} read per state)"
-    return [{"Unavailable": d, "orders": f"{n}{floor}"} for d, n in found.by_dependency.items()]
+    # More records than were read: the count is a floor, and the row says so.
+    floor = "" if found.complete else f" (at least: {WAITING_LIMIT} read per state)"
+    return [{"Unavailable": f"{d}{floor}", "orders": n} for d, n in found.by_dependency.items()]
 
 
 def watch(ports: Ports, out: Output, interval: float, once: bool) -> None:
+    """Orders per state, then a row for each dependency orders wait on (none when all is well)."""
     pause = threading.Event()
     while True:
-        at = f"{datetime.now(UTC):%H:%M:%S}"
-        out.show(f"Orders by state at {at}", counts(ports), ["ProcessState", "orders"])
-        out.show(f"Orders waiting on a dependency at {at}", waiting(ports), ["Unavailable", "orders"])
+        rows = counts(ports) + waiting(ports)
+        out.show(f"Orders at {datetime.now(UTC):%H:%M:%S}", rows, ["ProcessState", "Unavailable", "orders"])
         if once or pause.wait(interval):
             return
 
