@@ -32,7 +32,7 @@ from adapters.clock import host_clock
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
-from services import outage_view
+from ops import outage_view
 from services.context import Ports
 from settings import Settings
 

@@ -11,12 +11,12 @@ from typing import Any
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import StateRecord
 from domain.states import ProcessState
-from ops import queues
+from ops import outage_view, queues
 from ops.apps import registered
 from ops.errors import Refused
 from ops.output import Output, iso
 from ops.tokens import app_token
-from services import frontend, operator, outage_view
+from services import frontend, operator
 from services.context import Ports
 
 # Where an order is posted: the front end's checks, given the body and the request's headers.
@@ -167,7 +167,7 @@ WAITING_LIMIT = 1000  # records read per state to count what waits on a dependen
 
 
 def waiting(ports: Ports) -> list[dict[str, Any]]:
-    """Orders waiting on each dependency (``services.outage_view``, as the local page shows)."""
+    """Orders waiting on each dependency (``ops.outage_view``, as the local page shows)."""
     found = outage_view.waiting_on(ports.states, WAITING_LIMIT)
     # More records than were read: the count is a floor, and the row says so.
     floor = "" if found.complete else f" (at least: {WAITING_LIMIT} read per state)"

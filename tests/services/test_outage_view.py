@@ -1,10 +1,10 @@
-"""What an operator sees of an outage (services.outage_view): the orders waiting on each dependency."""
+"""What an operator sees of an outage (ops.outage_view): the orders waiting on each dependency."""
 
 from dataclasses import replace
 
 from adapters.clock import ManualClock
 from domain.states import ProcessState
-from services.outage_view import waiting_on
+from ops.outage_view import waiting_on
 from tests.support.records import pending, processing
 from tests.support.stores import Stores
 
