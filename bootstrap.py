@@ -48,6 +48,11 @@ SERVICE_BUS = "Service Bus"
 LEASE_STORE = "lease store"
 
 
+def silent(dependency: str, reason: str, since: datetime) -> None:
+    """No note: the caller reports the outage itself."""
+    del dependency, reason, since
+
+
 def retry_policy(settings: Settings) -> RetryPolicy:
     return RetryPolicy(
         budget=settings.retry_budget_seconds,
@@ -137,18 +142,24 @@ def _queue_depth(settings: Settings, messaging: Messaging) -> QueueDepth | None:
     return azure_profile.queue_depth(settings)
 
 
-def build_ports(settings: Settings, clock: Clock) -> Ports:
+def build_ports(settings: Settings, clock: Clock, *, notes: bool = True) -> Ports:
     """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
     within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``; the first such
     failure of an outage alerts an operator once, and its end sends one ``DependencyRecovered``
     note (``services.outages``). ``clock``: the system clock, or the host's
-    (``adapters.clock.host_clock``)."""
+    (``adapters.clock.host_clock``). ``notes=False``: the operator's tools, which report an
+    outage in their own output and exit code; an alert from them would be one more per look,
+    never followed by its recovered note (issue 37)."""
     policy = retry_policy(settings)
     messaging = _messaging(settings, clock)
-    outages = OutageMonitor(
-        clock,
-        _outage_alert(messaging, settings, clock, "DependencyUnavailable"),
-        _outage_alert(messaging, settings, clock, "DependencyRecovered"),
+    outages = (
+        OutageMonitor(
+            clock,
+            _outage_alert(messaging, settings, clock, "DependencyUnavailable"),
+            _outage_alert(messaging, settings, clock, "DependencyRecovered"),
+        )
+        if notes
+        else OutageMonitor(clock, silent)
     )
 
     def shield[T](dependency: str, build: Callable[[], T]) -> T:

@@ -185,7 +185,7 @@ def _run(args: argparse.Namespace, out: Output) -> int:
             settings = Settings.from_env(os.environ)
             local_stack.require_started(settings, args.app_dir.resolve())
             # From a shell, the system clock; beside an in-process devhost (tests), the host's time.
-            _on_ports(args, build_ports(settings, host_clock()), out)
+            _on_ports(args, build_ports(settings, host_clock(), notes=False), out)
     return 0
 
 

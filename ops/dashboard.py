@@ -33,7 +33,7 @@ from adapters.clock import host_clock
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
-from ops import function_failures, timeline
+from ops import function_failures, outage_view, timeline
 from ops.errors import BadArgument
 from services.context import Ports
 from settings import Settings
@@ -218,6 +218,7 @@ class Picture:
             "dead_letters": dead_letters,
             "failed": self.failed(app),
             "functions": function_failures.failing(function_failures.outcomes(os.environ)),
+            "waiting_on": outage_view.waiting_on(states, LIMIT).by_dependency,
         }
 
     def latency(self, app: str | None) -> dict[str, Any]:
@@ -447,7 +448,7 @@ def run_dashboard(port: int, console: Console) -> int:
     settings = Settings.from_env(os.environ)  # a refused configuration fails before serving
 
     def build() -> Ports:
-        return build_ports(settings, host_clock())
+        return build_ports(settings, host_clock(), notes=False)  # read-only: no alerts
 
     def announce(url: str) -> None:
         console.print(f"dashboard: {url}  (read-only, loopback only; Ctrl-C stops it)", highlight=False)

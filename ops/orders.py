@@ -11,7 +11,7 @@ from typing import Any
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import START_STEP, StateRecord
 from domain.states import ProcessState
-from ops import function_failures, queues
+from ops import function_failures, outage_view, queues
 from ops.apps import registered
 from ops.errors import Refused
 from ops.output import Output, iso
@@ -86,6 +86,10 @@ def _progress(record: StateRecord) -> str:
         parts.append(f"compensated: {', '.join(record.CompensatedSteps)}")
     if record.LastError:
         parts.append(f"last error: {record.LastError}")
+    if record.Unavailable:
+        parts.append(f"waiting on the {record.Unavailable}")
+    if record.OutageHolds:
+        parts.append(f"held {record.OutageHolds} time(s) for outages, uncounted")
     if record.NotBefore:
         parts.append(f"not before {iso(record.NotBefore)}")
     return "; ".join(parts)
@@ -166,12 +170,23 @@ def counts(ports: Ports) -> list[dict[str, Any]]:
     ]
 
 
+WAITING_LIMIT = 1000  # records read per state to count what waits on a dependency
+
+
+def waiting(ports: Ports) -> list[dict[str, Any]]:
+    """Orders waiting on each dependency (``ops.outage_view``, as the local page shows)."""
+    found = outage_view.waiting_on(ports.states, WAITING_LIMIT)
+    # More records than were read: the count is a floor, and the row says so.
+    floor = "" if found.complete else f" (at least: {WAITING_LIMIT} read per state)"
+    return [{"Unavailable": f"{d}{floor}", "orders": n} for d, n in found.by_dependency.items()]
+
+
 def watch(ports: Ports, out: Output, interval: float, once: bool) -> None:
+    """Orders per state, then a row for each dependency orders wait on (none when all is well)."""
     pause = threading.Event()
     while True:
-        out.show(
-            f"Orders by state at {datetime.now(UTC):%H:%M:%S}", counts(ports), ["ProcessState", "orders"]
-        )
+        rows = counts(ports) + waiting(ports)
+        out.show(f"Orders at {datetime.now(UTC):%H:%M:%S}", rows, ["ProcessState", "Unavailable", "orders"])
         function_failures.report(out)
         if once or pause.wait(interval):
             return

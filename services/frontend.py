@@ -171,6 +171,10 @@ def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> 
             "FailedStep": record.FailedStep,
             "LastError": record.LastError,
             "NotBefore": None if record.NotBefore is None else record.NotBefore.isoformat(),
+            # Why it waits, if it does: the dependency its attempt met down, and how often an
+            # outage ended an attempt uncounted (docs/operating.md "What an outage costs").
+            "Unavailable": record.Unavailable,
+            "OutageHolds": record.OutageHolds,
             "UpdatedAt": record.UpdatedAt.isoformat(),
         },
     )

@@ -16,6 +16,7 @@ story, 10 s later per round.
 """
 
 import asyncio
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
+from rich.console import Console
 
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.sql.orders import POSTGRESQL, pyodbc_orders_repository
@@ -34,6 +36,7 @@ from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.workflow import Runs
+from ops.cli import EXIT_UNAVAILABLE, main
 from standins.fault_proxy import FaultProxy, Mode
 from standins.ports import free_port
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
@@ -224,9 +227,40 @@ def _cost_the_orders_nothing(stack: Stack, ids: list[str], dependency: str) -> N
     ]
 
 
+def ops(*argv: str) -> tuple[int, str]:
+    """``python -m ops`` in this process, on the app's settings and the host's clock."""
+    out = io.StringIO()
+    code = main(list(argv), Console(file=out, width=200))
+    return code, out.getvalue()
+
+
+def _waiting_on(stack: Stack, dependency: str) -> list[str]:
+    """The orders whose record names ``dependency`` as what they wait on, read straight from the store."""
+    return [
+        s.record.OrderID
+        for state in (ProcessState.PENDING, ProcessState.PROCESSING)
+        for s in stack.states.query_in_state(state, 10 * BURST)
+        if s.record.Unavailable == dependency
+    ]
+
+
 def test_a_30_minute_orders_database_outage_during_a_burst_costs_no_order_a_recovery(stack: Stack) -> None:
     app = stack.app
     ids, back = _burst_then_outage(stack, stack.sql, "refuse")
+    # The operator sees the outage (issue 37): the orders waiting on the orders database, counted
+    # by ops watch as the store holds them, and named by ops status and ops show.
+    app.run_until(lambda: bool(_waiting_on(stack, "orders database")))
+    waiting = _waiting_on(stack, "orders database")
+    alerts = len(app.alerts())
+    code, text = ops("--json", "watch", "--once")
+    assert code == 0
+    rows = {r.get("Unavailable"): r["orders"] for r in json.loads(text) if r.get("Unavailable")}
+    assert rows == {"orders database": len(waiting)}
+    code, text = ops("--json", "status", waiting[0])
+    assert code == 0 and json.loads(text)[0]["Unavailable"] == "orders database"
+    code, text = ops("show", waiting[0])
+    assert code == 0 and "waiting on the orders database" in text
+    assert len(app.alerts()) == alerts  # ops met the outage and told no one but its operator
     app.run_until(lambda: app.host.clock.now() >= back)
     assert stack.sql.stats().reset > 0
     assert stack.count(frozenset({ProcessState.ERROR})) == 0
@@ -267,6 +301,13 @@ def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_he
             assert int(headers["Retry-After"]) > 0
             connections.append(stack.cosmos.stats().accepted - before)
         assert max(connections) <= 3, connections
+
+        # ops says the store is down, in its own output and exit code, and alerts no one.
+        alerts = len(app.alerts())
+        for command in (["status", ids[0]], ["show", ids[0]], ["watch", "--once"]):
+            code, text = ops(*command)
+            assert (code, "state store" in text) == (EXIT_UNAVAILABLE, True), (command, text)
+        assert len(app.alerts()) == alerts
 
         app.run_until(lambda: app.host.clock.now() >= back)
         app.run_until(lambda: stack.count(TERMINAL_STATES) == BURST, days=1)
