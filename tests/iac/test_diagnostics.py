@@ -2,26 +2,17 @@
 to the workspace and SQL auditing is on, in every combination of the options; removing one, in a
 copy of the repository, fails `make iac` naming what lost its trail. Fixtures: tests/iac/conftest.py."""
 
-import re
 from pathlib import Path
 
 import pytest
 
-from tests.support.iac import assert_fails, edit, needs_bicep
+from tests.support.iac import assert_fails, delete_resource, edit, needs_bicep
 
 pytestmark = needs_bicep
 
 
 def module(root: Path, name: str) -> Path:
     return root / "infra" / "modules" / f"{name}.bicep"
-
-
-def delete_resource(path: Path, symbol: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    block = re.search(rf"^resource {symbol} .*?^}}\n", text, re.M | re.S)
-    if block is None:
-        pytest.fail(f"no resource {symbol} in {path.name}: update this test to the current infra")
-    path.write_text(text[: block.start()] + text[block.end() :], encoding="utf-8")
 
 
 @pytest.mark.parametrize(
