@@ -12,19 +12,23 @@ STAMP := $(VENV)/.installed-$(PYTHON_VERSION)
 PROTO := devhost/protocol/function_rpc.proto
 PROTO_PY := devhost/protocol/function_rpc_pb2.py
 
-.PHONY: test check lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python devhost-envs
+.PHONY: test check lint typecheck unit venv clean run demo emulators system-deps iac iac-venvs python devhost-envs lock
 
 venv: $(STAMP) $(PROTO_PY)
 
 python:
 	@test -n "$(PYTHON)" || bash scripts/find-python.sh $(PYTHON_VERSION)
 
-$(STAMP): requirements.txt agent_worker/requirements.txt requirements-dev.txt | python
+$(STAMP): requirements.txt agent_worker/requirements.txt simulator/requirements.txt requirements-dev.txt | python
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
+
+# After a change to requirements.in (or the agent's or simulator's): the locks again, from PyPI.
+lock: $(STAMP)
+	$(BIN)/python -m tools.locks
 
 $(PROTO_PY): $(PROTO) $(STAMP)
 	$(BIN)/python devhost/protocol/build.py

@@ -56,7 +56,7 @@ def _held_message(msg: func.ServiceBusMessage, queue: str) -> intake.HeldMessage
     body = msg.get_body()
     shadowed = intake.shadowed_metadata(body)
     if shadowed:  # what the metadata says is the sender's: raise, so the broker counts it
-        raise intake.refuse_shadowed(queue, body, shadowed, ports())
+        raise intake.refuse_shadowed(queue, msg.message_id or "", body, shadowed, ports())
     return intake.HeldMessage(
         queue=queue,
         message_id=msg.message_id or "",

@@ -2,8 +2,9 @@
 
 The same code in every profile; only the authority differs (Entra ID in Azure, the loopback
 issuer of standins/local_issuer.py locally). What is checked here is that the token is genuine and
-current: RS256 only, signed by a key of the issuer's JWKS, this issuer, this audience, within its
-lifetime by the app's clock. What the token entitles its bearer to is the domain's
+current: RS256 only, signed by a key of the issuer's JWKS, this issuer, this tenant (``tid``), this
+one audience (a list is refused), issued no later than now and lasting no longer than Entra ever
+issues, within its lifetime by the app's clock. What the token entitles its bearer to is the domain's
 (``domain.apps.authorised_app``).
 """
 
@@ -25,6 +26,12 @@ from domain.ports import Clock
 ALGORITHM = "RS256"
 # Clock skew between the issuer and this host.
 LEEWAY = timedelta(seconds=60)
+# The longest an Entra access token lives: 60-90 minutes by default
+# (https://learn.microsoft.com/entra/identity-platform/access-tokens, "Token lifetime"), at most one
+# day under a token lifetime policy (AccessTokenLifetime's maximum,
+# https://learn.microsoft.com/entra/identity-platform/configurable-token-lifetimes). A longer
+# exp - iat was not minted by Entra, or was minted to outlive a revocation.
+MAX_LIFETIME = timedelta(days=1)
 # Application tokens are 1-2 KB; a bigger one is refused before anything parses it.
 MAX_TOKEN_CHARS = 8000
 # A token with an unknown kid refreshes the key set at most this often, so forged kids cannot turn
@@ -40,6 +47,7 @@ class EntraTokens:
 
     def __init__(self, authority: str, tenant_id: str, audience: str, clock: Clock, timeout: float) -> None:
         self.issuer = f"{authority.rstrip('/')}/{tenant_id}/v2.0"
+        self.tenant_id = tenant_id
         self.audience = audience
         self._configuration_url = f"{self.issuer}/.well-known/openid-configuration"
         self._clock = clock
@@ -71,9 +79,11 @@ class EntraTokens:
                 audience=self.audience,
                 issuer=self.issuer,
                 # The lifetime is checked below against the app's clock (the host's, on virtual
-                # time in tests), not the process's wall clock.
+                # time in tests), not the process's wall clock. strict_aud: PyJWT otherwise accepts
+                # an aud list that merely contains this audience; Entra issues one string.
                 options={
-                    "require": ["exp", "nbf", "iss", "aud"],
+                    "require": ["exp", "nbf", "iat", "iss", "aud", "tid"],
+                    "strict_aud": True,
                     "verify_exp": False,
                     "verify_nbf": False,
                     "verify_iat": False,
@@ -85,15 +95,22 @@ class EntraTokens:
             raise NotAuthenticated("the bearer token is not from this tenant's issuer") from None
         except jwt.InvalidTokenError:
             raise NotAuthenticated("the bearer token's signature or claims are not valid") from None
+        # The issuer's path names the tenant, but a multi-tenant authority or a misrouted key set
+        # could still sign another tenant's token: tid is the tenant that issued it.
+        tenant = claims.get("tid")
+        if not isinstance(tenant, str) or tenant.lower() != self.tenant_id.lower():
+            raise NotAuthenticated("the bearer token is not from this tenant (tid)")
         self._check_lifetime(claims)
         return claims
 
     def _check_lifetime(self, claims: dict[str, Any]) -> None:
-        exp, nbf = claims.get("exp"), claims.get("nbf")
-        if not isinstance(exp, int | float) or not isinstance(nbf, int | float):
-            raise NotAuthenticated("the bearer token's lifetime (exp, nbf) is not valid")
+        exp, nbf, iat = (_instant(claims, name) for name in ("exp", "nbf", "iat"))
         now = self._clock.now().timestamp()
         leeway = LEEWAY.total_seconds()
+        if now + leeway < iat:
+            raise NotAuthenticated("the bearer token is issued in the future (iat)")
+        if exp - iat > MAX_LIFETIME.total_seconds():
+            raise NotAuthenticated("the bearer token lives longer than Entra issues (exp - iat)")
         if now >= exp + leeway:
             raise NotAuthenticated("the bearer token has expired")
         if now + leeway < nbf:
@@ -144,6 +161,13 @@ class EntraTokens:
                 SIGNING_KEYS, f"the OpenID configuration at {self._configuration_url} is not {self.issuer}'s"
             )
         return jwks_uri
+
+
+def _instant(claims: dict[str, Any], name: str) -> float:
+    value = claims.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise NotAuthenticated(f"the bearer token's lifetime ({name}) is not a time")
+    return float(value)
 
 
 def _match(keys: jwt.PyJWKSet, kid: str) -> Any:

@@ -311,6 +311,7 @@ module hostStorage 'modules/storage.bicep' = {
   name: 'host-storage'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     name: '${abbrs.storageStorageAccounts}${resourceToken}'
     location: location
     tags: tags
@@ -335,6 +336,7 @@ module dataStorage 'modules/storage.bicep' = {
   name: 'data-storage'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     name: '${abbrs.storageStorageAccounts}log${resourceToken}'
     location: location
     tags: dataTags
@@ -351,6 +353,7 @@ module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     name: '${abbrs.serviceBusNamespaces}${resourceToken}'
     location: location
     tags: tags
@@ -365,6 +368,7 @@ module cosmos 'modules/cosmos.bicep' = {
   name: 'cosmos'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     name: '${abbrs.documentDBDatabaseAccounts}${resourceToken}'
     location: location
     tags: dataTags
@@ -379,6 +383,7 @@ module sql 'modules/sql.bicep' = {
   name: 'sql'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     serverName: '${abbrs.sqlServers}${resourceToken}'
     databaseName: 'orders'
     location: location
@@ -502,6 +507,7 @@ module functionApp 'modules/functionapp.bicep' = {
   name: 'functionapp'
   scope: rg
   params: {
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
     name: functionAppName
     planName: '${abbrs.webServerFarms}${resourceToken}'
     location: location

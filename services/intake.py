@@ -200,12 +200,46 @@ def postpone(held: HeldMessage, outage: DependencyUnavailable, ports: Ports) -> 
     )
 
 
-# The trigger metadata the app reads. The Functions host binds a JSON body's top-level properties
-# over the Service Bus extension's own values, case-insensitively (azure-functions-host,
-# ``WorkerFunctionInvoker.TransformInput``), so a body naming one of these sets what the function
-# sees as, say, its delivery count or lock token: the value is the sender's, not the broker's.
-TRIGGER_METADATA = ("MessageId", "LockToken", "DeliveryCount", "ApplicationProperties", "UserProperties")
+# Every key the Service Bus extension (5.x) binds for one message
+# (azure-sdk-for-net, Microsoft.Azure.WebJobs.Extensions.ServiceBus,
+# ``ServiceBusTriggerBindingStrategy.GetBindingContract``). The Functions host then binds a JSON
+# body's top-level properties over those values, case-insensitively (azure-functions-host,
+# ``WorkerFunctionInvoker.TransformInput``), and the Python library builds the message the
+# function reads (``func.ServiceBusMessage``: its ID, lock token, delivery count, ...) from that
+# metadata. So a body naming any of these sets what the function sees: the value is the sender's.
+TRIGGER_METADATA = (
+    "DeliveryCount",
+    "DeadLetterSource",
+    "LockToken",
+    "ExpiresAtUtc",
+    "ExpiresAt",
+    "EnqueuedTimeUtc",
+    "EnqueuedTime",
+    "MessageId",
+    "ContentType",
+    "ReplyTo",
+    "SequenceNumber",
+    "To",
+    "Subject",
+    "Label",
+    "CorrelationId",
+    "ApplicationProperties",
+    "UserProperties",
+    "SessionId",
+    "ReplyToSessionId",
+    "PartitionKey",
+    "TransactionPartitionKey",
+    "MessageReceiver",
+    "MessageSession",
+    "MessageActions",
+    "SessionActions",
+    "ReceiveActions",
+    "Client",
+)
 _TRIGGER_METADATA = {name.lower(): name for name in TRIGGER_METADATA}
+# A key spelled without escapes appears in the bytes, quoted; one spelled with an escape
+# (``"\u0044eliveryCount"``) holds a backslash. A body with neither names no trigger metadata.
+_QUOTED_KEYS = tuple(f'"{name}"'.encode() for name in _TRIGGER_METADATA)
 
 
 class ShadowedMetadata(Exception):
@@ -215,10 +249,10 @@ class ShadowedMetadata(Exception):
 
 
 def shadowed_metadata(body: bytes) -> list[str]:
-    """The trigger metadata names a body shadows, in the app's spelling (none for a body that is
-    not a JSON object)."""
+    """The trigger metadata names a body shadows, in the extension's spelling (none for a body
+    that is not a JSON object). Decided on the keys as JSON decodes them, as the host reads them."""
     lowered = body.lower()
-    if not any(name.encode() in lowered for name in _TRIGGER_METADATA):
+    if b"\\" not in body and not any(key in lowered for key in _QUOTED_KEYS):
         return []  # the common case, without parsing the body twice
     try:
         value = json.loads(body)
@@ -229,17 +263,24 @@ def shadowed_metadata(body: bytes) -> list[str]:
     return sorted({_TRIGGER_METADATA[key.lower()] for key in value if key.lower() in _TRIGGER_METADATA})
 
 
-def refuse_shadowed(queue: str, body: bytes, names: list[str], ports: Ports) -> ShadowedMetadata:
-    """Alert once per body and return the error to raise: the message is abandoned, never acted on."""
-    digest = hashlib.sha256(body).hexdigest()[:32]
+def refuse_shadowed(
+    queue: str, message_id: str, body: bytes, names: list[str], ports: Ports
+) -> ShadowedMetadata:
+    """Alert once per message (not per delivery) and return the error to raise: the message is
+    abandoned, never acted on. The alert names the message's ID so an operator can match it to
+    its dead letter; when the body sets ``MessageId`` itself, that ID is the sender's."""
+    digest = hashlib.sha256(message_id.encode() + b"\0" + body).hexdigest()[:32]
+    forged_id = " (set by the body: the dead letter's own ID may differ)" if "MessageId" in names else ""
     raise_alert(
         ports.sender,
         queue=ports.settings.alerts_queue,
         event="MessageRejected",
-        reason=f"MetadataInBody on {queue}: the body sets trigger metadata {', '.join(names)}; "
-        "the message is left to the broker's dead-letter queue",
+        reason=f"MetadataInBody on {queue}: message {message_id}{forged_id} sets trigger metadata "
+        f"{', '.join(names)} in its body; the message is left to the broker's dead-letter queue",
         now=ports.clock.now(),
         order_id=None,
         dedup_key=f"shadowed:{digest}",
     )
-    return ShadowedMetadata(f"the body of a message on {queue} sets trigger metadata {', '.join(names)}")
+    return ShadowedMetadata(
+        f"the body of message {message_id} on {queue} sets trigger metadata {', '.join(names)}"
+    )

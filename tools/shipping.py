@@ -31,7 +31,10 @@ from tools.deploy_package import deployed_files
 
 APP_ENTRY = "function_app"
 AGENT_ENTRY = "agent_worker.__main__"
+# Each artefact installs a lock (tools/locks.py) compiled from an input of its direct pins: the
+# input is what the imports are checked against, the lock is what ships.
 APP_REQUIREMENTS = "requirements.txt"
+APP_INPUT = "requirements.in"
 AGENT_REQUIREMENTS = "agent_worker/requirements.txt"
 DEV_REQUIREMENTS = "requirements-dev.txt"
 DOCKERFILE = "agent_worker/Dockerfile"
@@ -48,7 +51,7 @@ SHIPPED_UNREACHED = {
     "adapters/servicebus/agent_queues.py": "the agent's queue adapter, beside the app's Service Bus one",
     "services/operator.py": "the operator CLI's actions (ops/ runs on a workstation); services/ ships whole",
 }
-# Distributions requirements.txt pins although no shipped module imports them, and why.
+# Distributions requirements.in pins although no shipped module imports them, and why.
 PINNED_UNIMPORTED = {
     "azure-functions-runtime": "the Python worker itself: the platform runs the version the app pins",
     "cryptography": "PyJWT's RS256 verification: PyJWT imports it, and asks for it only as the crypto extra",
@@ -66,6 +69,11 @@ class Image:
     entry: str
     requirements: str
     pinned_unimported: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def input(self) -> str:
+        """The direct pins its lock is compiled from."""
+        return self.requirements.removesuffix(".txt") + ".in"
 
     @property
     def data(self) -> frozenset[str]:
@@ -360,8 +368,11 @@ def pins(root: Path, relative: str) -> dict[str, str]:
             # pip reads an included file relative to the one that includes it
             included = os.path.normpath(Path(relative).parent / line.removeprefix("-r").strip())
             found |= pins(root, Path(included).as_posix())
-        elif line:
-            name, _, version = line.partition("==")
+        elif line.startswith("-c"):
+            continue  # a constraint installs nothing by itself
+        elif line and not line.startswith("--hash"):
+            # A lock's entry continues over lines (``name==version \``, then ``--hash=...``).
+            name, _, version = line.removesuffix("\\").strip().partition("==")
             found[canonical(name)] = version.strip()
     return found
 
@@ -449,13 +460,13 @@ def _pinning_problems(
 
 def requirement_problems(root: Path) -> list[str]:
     app = {f for f in package_files(root) if f.endswith(".py")}
-    problems = _pinning_problems(root, app, APP_REQUIREMENTS, PINNED_UNIMPORTED, "the Function App package")
+    problems = _pinning_problems(root, app, APP_INPUT, PINNED_UNIMPORTED, "the Function App package")
     for image in IMAGES:
         modules = {f for f in image_files(root, image) if f.endswith(".py")}
         what = f"{image.label} image"
-        problems += _pinning_problems(root, modules, image.requirements, image.pinned_unimported, what)
+        problems += _pinning_problems(root, modules, image.input, image.pinned_unimported, what)
     versions: dict[str, dict[str, str]] = {}
-    for relative in (APP_REQUIREMENTS, *(i.requirements for i in IMAGES), DEV_REQUIREMENTS):
+    for relative in (APP_INPUT, *(i.input for i in IMAGES), DEV_REQUIREMENTS):
         for name, version in pins(root, relative).items():
             versions.setdefault(name, {})[relative] = version
     problems += [
@@ -466,7 +477,7 @@ def requirement_problems(root: Path) -> list[str]:
     dev = pins(root, DEV_REQUIREMENTS)
     problems += [
         f"{DEV_REQUIREMENTS}: does not install {name}, which {relative} pins"
-        for relative in (APP_REQUIREMENTS, *(i.requirements for i in IMAGES))
+        for relative in (APP_INPUT, *(i.input for i in IMAGES))
         for name in sorted(pins(root, relative).keys() - dev.keys())
     ]
     return problems

@@ -27,6 +27,9 @@ param recoveryContainerName string
 ])
 param publicNetworkAccess string = 'Enabled'
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   name: name
   location: location
@@ -150,6 +153,22 @@ resource recoveryContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/c
         version: 2
       }
     }
+  }
+}
+
+// The data-plane audit trail (allLogs: DataPlaneRequests, ControlPlaneRequests, ...), in the workspace
+// (docs/operating.md "Audit logs").
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: account
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
   }
 }
 

@@ -142,6 +142,9 @@ param durableTaskHubName string
 @description('Endpoint of the Durable Task Scheduler (https://...durabletask.io); empty with azureStorage.')
 param durableTaskSchedulerEndpoint string
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 // One host.json serves both backends: with the Durable Task Scheduler these app settings override
 // it (the host reads AzureFunctionsJobHost__<path> as host.json's <path>). The provider is
 // azureManaged, its connection an identity-based DTS connection string (no secret in it), and the
@@ -377,6 +380,21 @@ resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (!empty(front
         enabled: false
       }
     }
+  }
+}
+
+// The host's logs (allLogs: FunctionAppLogs, AppServiceAuthenticationLogs), in the workspace.
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: app
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
   }
 }
 

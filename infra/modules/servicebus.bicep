@@ -38,6 +38,9 @@ param premium bool = false
 ])
 param publicNetworkAccess string = 'Enabled'
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 // Standard is the smallest tier with duplicate detection; Premium the only one with private endpoints.
 var standardSku = {
   name: 'Standard'
@@ -133,6 +136,22 @@ resource statusQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [for
     requiresSession: false
   }
 }]
+
+// The data-plane audit trail (allLogs: OperationalLogs, RuntimeAuditLogs, ...): every send, receive and
+// settlement with the caller's identity, in the workspace (docs/operating.md "Audit logs").
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: namespace
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+  }
+}
 
 output id string = namespace.id
 output name string = namespace.name

@@ -42,6 +42,9 @@ param publicNetworkAccess string = 'Enabled'
 @description('Resource ID of the Function App\'s subnet (network.bicep), admitted while public network access is on.')
 param appSubnetId string
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 resource server 'Microsoft.Sql/servers@2023-08-01' = {
   name: serverName
   location: location
@@ -108,6 +111,58 @@ resource backupRetention 'Microsoft.Sql/servers/databases/backupShortTermRetenti
   name: 'default'
   properties: {
     retentionDays: 7
+  }
+}
+
+// SQL auditing to Azure Monitor (the server's audit events go to the master database's
+// diagnostic setting, category SQLSecurityAuditEvents): every login and statement against the
+// orders database, with the Entra principal, in the workspace (docs/operating.md "Audit logs").
+resource auditing 'Microsoft.Sql/servers/auditingSettings@2023-08-01' = {
+  parent: server
+  name: 'default'
+  properties: {
+    state: 'Enabled'
+    isAzureMonitorTargetEnabled: true
+    auditActionsAndGroups: [
+      'SUCCESSFUL_DATABASE_AUTHENTICATION_GROUP'
+      'FAILED_DATABASE_AUTHENTICATION_GROUP'
+      'BATCH_COMPLETED_GROUP'
+    ]
+  }
+}
+
+resource master 'Microsoft.Sql/servers/databases@2023-08-01' existing = {
+  parent: server
+  name: 'master'
+}
+
+// Where the server's audit events land.
+resource auditDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: master
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        category: 'SQLSecurityAuditEvents'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// The orders database's own logs (allLogs: errors, timeouts, blocks, deadlocks, ...).
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: database
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
   }
 }
 

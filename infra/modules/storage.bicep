@@ -30,6 +30,9 @@ param deleteRetentionDays int = 7
 ])
 param publicNetworkAccess string = 'Enabled'
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
   location: location
@@ -82,10 +85,62 @@ resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-0
   name: 'default'
 }
 
+// Declared so the queue service's logs have a scope (the Durable task hub's queues live here).
+resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2023-05-01' = {
+  parent: storage
+  name: 'default'
+}
+
 resource storageTables 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = [for table in tables: {
   parent: tableService
   name: table
 }]
+
+// Storage logs per service (the account itself has metrics only): StorageRead, StorageWrite and
+// StorageDelete with the caller's identity, in the workspace (docs/operating.md "Audit logs").
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// The queue service's, likewise.
+resource queueDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: queueService
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+  }
+}
+
+// The table service's (the compensation log, the task hub's tables), likewise.
+resource tableDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: tableService
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
+  }
+}
 
 output id string = storage.id
 output name string = storage.name

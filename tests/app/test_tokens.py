@@ -4,6 +4,7 @@ in Azure; only the issuer is local (standins/local_issuer.py). The validator's o
 pinned case by case in tests/unit/test_entra_tokens.py."""
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -66,7 +67,9 @@ HOSTILE: dict[str, tuple[Headers, int, str]] = {
         "NotAuthenticated",
     ),
     "not yet valid": (
-        lambda i, a: bearer(i.mint(A, now=a.host.clock.now() + timedelta(minutes=10))),
+        lambda i, a: bearer(
+            i.mint(A, now=a.host.clock.now(), changes={"nbf": int(a.host.clock.now().timestamp()) + 600})
+        ),
         401,
         "NotAuthenticated",
     ),
@@ -77,6 +80,30 @@ HOSTILE: dict[str, tuple[Headers, int, str]] = {
     ),
     "wrong audience": (
         lambda i, a: bearer(i.mint(A, now=a.host.clock.now(), changes={"aud": "api://another-api"})),
+        401,
+        "NotAuthenticated",
+    ),
+    "another tenant's tid": (
+        lambda i, a: bearer(i.mint(A, now=a.host.clock.now(), changes={"tid": str(uuid.uuid4())})),
+        401,
+        "NotAuthenticated",
+    ),
+    "aud as a list": (
+        lambda i, a: bearer(i.mint(A, now=a.host.clock.now(), changes={"aud": [i.audience, "api://x"]})),
+        401,
+        "NotAuthenticated",
+    ),
+    "exp in the year 2100": (
+        lambda i, a: bearer(i.mint(A, now=a.host.clock.now(), changes={"exp": 4102444800})),
+        401,
+        "NotAuthenticated",
+    ),
+    "iat a year ahead": (
+        lambda i, a: bearer(
+            i.mint(
+                A, now=a.host.clock.now(), changes={"iat": int(a.host.clock.now().timestamp()) + 365 * 86400}
+            )
+        ),
         401,
         "NotAuthenticated",
     ),

@@ -7,13 +7,12 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.support.iac import (
     BICEP_PYTHON,
     REPO,
     assert_fails,
     declaring,
+    delete_resource,
     edit,
     function_app_file,
     needs_bicep,
@@ -25,14 +24,6 @@ ISOLATED = "networkIsolation=true]"
 
 def main_bicep(root: Path) -> Path:
     return root / "infra" / "main.bicep"
-
-
-def delete_resource(path: Path, symbol: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    block = re.search(rf"^resource {symbol} .*?^}}\n", text, re.M | re.S)
-    if block is None:
-        pytest.fail(f"no resource {symbol} in {path.name}: update this test to the current infra")
-    path.write_text(text[: block.start()] + text[block.end() :], encoding="utf-8")
 
 
 # --- the Durable Task Scheduler ------------------------------------------------------------------
@@ -145,7 +136,7 @@ def test_the_allow_all_azure_services_rule_fails_in_either_mode(root: Path, clea
 @needs_bicep
 def test_the_docs_list_of_public_endpoints_must_match_the_bicep(root: Path, clean: Path) -> None:
     docs = root / "docs" / "deploying.md"
-    edit(docs, "- `Microsoft.DocumentDB/databaseAccounts`: Cosmos DB\n", "")
+    edit(docs, "- `Microsoft.DocumentDB/databaseAccounts`: Cosmos DB.", "- Cosmos DB.")
     assert_fails(
         root, "networkIsolation=false", "Microsoft.DocumentDB/databaseAccounts", "is not listed", clean=clean
     )

@@ -100,6 +100,15 @@ def delete_line(path: Path, pattern: str) -> str:
     pytest.fail(f"no line matches {pattern!r} in {path.name}: update this test to the current infra")
 
 
+def delete_resource(path: Path, symbol: str) -> None:
+    """``path`` without the resource declared as ``symbol``."""
+    text = path.read_text(encoding="utf-8")
+    block = re.search(rf"^resource {symbol} .*?^}}\n", text, re.M | re.S)
+    if block is None:
+        pytest.fail(f"no resource {symbol} in {path.name}: update this test to the current infra")
+    path.write_text(text[: block.start()] + text[block.end() :], encoding="utf-8")
+
+
 def infra_file(root: Path, *needles: str) -> Path:
     """The Bicep file that contains every needle (a resource type: "'Microsoft.X/y@")."""
     for path in sorted((root / "infra").rglob("*.bicep")):

@@ -4,13 +4,13 @@ reason, genuine ones accepted, the keys endpoint's outages and rotations handled
 run through the whole app on devhost in tests/app/test_tokens.py."""
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import jwt
 import pytest
 
 from adapters.clock import ManualClock
-from adapters.entra_tokens import MAX_TOKEN_CHARS, UNKNOWN_KID_REFRESH, EntraTokens
+from adapters.entra_tokens import LEEWAY, MAX_LIFETIME, MAX_TOKEN_CHARS, UNKNOWN_KID_REFRESH, EntraTokens
 from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, Registry, authorised_app
 from domain.errors import DependencyUnavailable
 from standins.local_issuer import LocalIssuer, new_key
@@ -20,6 +20,14 @@ TENANT = "00000000-0000-4000-8000-00000000001a"
 AUDIENCE = "00000000-0000-4000-8000-0000000000fe"
 APP_A = "11111111-1111-1111-1111-111111111111"
 APP_Z = "99999999-9999-9999-9999-999999999999"
+OTHER_TENANT = "00000000-0000-4000-8000-00000000002b"
+YEAR_2100 = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp())
+
+
+def _at(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
 REGISTRY = Registry.parse(f"app-a={APP_A}")
 
 
@@ -47,13 +55,34 @@ REFUSED_AS_INVALID: dict[str, tuple[Forge, str]] = {
     "alg none": (lambda i: unsigned(i, {"alg": "none", "typ": "JWT", "kid": i.kid}, APP_A) + ".", "RS256"),
     "HS256 signed with the public key": (lambda i: hs256_with_public_key(i, APP_A), "RS256"),
     "expired": (lambda i: i.mint(APP_A, now=i.now() - timedelta(hours=2)), "expired"),
-    "not yet valid": (lambda i: i.mint(APP_A, now=i.now() + timedelta(minutes=10)), "not valid yet"),
+    "not yet valid": (
+        lambda i: i.mint(APP_A, changes={"nbf": _at(i.now() + timedelta(minutes=10))}),
+        "not valid yet",
+    ),
     "wrong issuer": (
         lambda i: i.mint(APP_A, changes={"iss": f"https://login.microsoftonline.com/{TENANT}/v2.0"}),
         "issuer",
     ),
     "wrong audience": (lambda i: i.mint(APP_A, changes={"aud": "api://someone-else"}), "audience"),
     "no exp": (lambda i: i.mint(APP_A, drop=["exp"]), "claims"),
+    "no iat": (lambda i: i.mint(APP_A, drop=["iat"]), "claims"),
+    "no tid": (lambda i: i.mint(APP_A, drop=["tid"]), "claims"),
+    "another tenant's tid": (lambda i: i.mint(APP_A, changes={"tid": OTHER_TENANT}), "tenant"),
+    "aud as a list holding this audience": (lambda i: i.mint(APP_A, changes={"aud": [AUDIENCE]}), "audience"),
+    "exp in the year 2100": (lambda i: i.mint(APP_A, changes={"exp": YEAR_2100}), "lives longer"),
+    "a lifetime of a day and a minute": (
+        lambda i: i.mint(APP_A, changes={"exp": _at(i.now() + MAX_LIFETIME + timedelta(minutes=1))}),
+        "lives longer",
+    ),
+    "iat a year ahead": (
+        lambda i: i.mint(APP_A, changes={"iat": _at(i.now() + timedelta(days=365))}),
+        "issued in the future",
+    ),
+    "iat two minutes ahead, past the skew": (
+        lambda i: i.mint(APP_A, changes={"iat": _at(i.now() + LEEWAY + timedelta(minutes=1))}),
+        "issued in the future",
+    ),
+    "iat not a number": (lambda i: i.mint(APP_A, changes={"iat": "now"}), "iat"),
     "an unknown kid": (lambda i: i.mint(APP_A, key=new_key(), kid="unknown"), "does not publish"),
     "too large": (lambda i: "x" * (MAX_TOKEN_CHARS + 1), "too large"),
 }
@@ -97,6 +126,14 @@ def test_a_submitting_apps_application_token_is_accepted_within_the_leeway(
     token = issuer.mint(APP_A, now=clock.now() + timedelta(seconds=30))  # the issuer's clock is ahead
     assert authorised_app(tokens.claims(token), REGISTRY).name == "app-a"
     clock.advance(timedelta(hours=1, seconds=50))  # just past exp, within the leeway
+    assert authorised_app(tokens.claims(token), REGISTRY).name == "app-a"
+
+
+def test_a_token_with_entras_longest_configurable_lifetime_is_accepted(
+    issuer: LocalIssuer, tokens: EntraTokens, clock: ManualClock
+) -> None:
+    token = issuer.mint(APP_A, changes={"exp": _at(clock.now() + MAX_LIFETIME)})
+    clock.advance(MAX_LIFETIME - timedelta(minutes=1))
     assert authorised_app(tokens.claims(token), REGISTRY).name == "app-a"
 
 

@@ -138,6 +138,9 @@ def copy(tmp_path: Path) -> Path:
         shipping.AGENT_REQUIREMENTS,
         shipping.SIMULATOR_REQUIREMENTS,
         shipping.DEV_REQUIREMENTS,
+        shipping.APP_INPUT,
+        shipping.AGENT_IMAGE.input,
+        shipping.SIMULATOR_IMAGE.input,
         "emulators/servicebus-config/Config.json",  # something for `/emulators/` to leave out
     }
     images = {f for image in shipping.IMAGES for f in shipping.image_files(ROOT, image)}
@@ -176,9 +179,9 @@ def test_a_cache_line_for_nested_folders_only_misses_the_root_for_azd(copy: Path
 @pytest.mark.parametrize(
     ("requirements", "pin", "expected"),
     [
-        ("requirements.txt", "azure-core==", "adapters/resilience.py"),
-        ("requirements.txt", "opentelemetry-sdk==", "adapters/telemetry_export.py"),
-        ("agent_worker/requirements.txt", "purgatory==", "agent_worker/worker.py"),
+        ("requirements.in", "azure-core==", "adapters/resilience.py"),
+        ("requirements.in", "opentelemetry-sdk==", "adapters/telemetry_export.py"),
+        ("agent_worker/requirements.in", "purgatory==", "agent_worker/worker.py"),
     ],
 )
 def test_removing_a_pinned_direct_dependency_fails(
@@ -193,10 +196,10 @@ def test_removing_a_pinned_direct_dependency_fails(
 
 
 def test_pinning_what_nothing_imports_fails(copy: Path) -> None:
-    _edit(copy / "requirements.txt", "tenacity==9.2.1\n", "tenacity==9.2.1\nrich==15.0.0\n")
+    _edit(copy / "requirements.in", "tenacity==9.2.1\n", "tenacity==9.2.1\nrich==15.0.0\n")
     problems = shipping.requirement_problems(copy)
     expected = (
-        "requirements.txt: pins rich, which the Function App package never imports (drop it, or say why)"
+        "requirements.in: pins rich, which the Function App package never imports (drop it, or say why)"
     )
     assert expected in problems
 
@@ -224,7 +227,7 @@ def test_importing_a_dev_only_package_from_shipped_code_fails(
 def test_importing_aiohttp_from_the_app_fails_though_the_durable_sdk_brings_it(copy: Path) -> None:
     path = copy / "services" / "frontend.py"
     path.write_text(f"import aiohttp\n{path.read_text()}")
-    assert "services/frontend.py: imports aiohttp, which requirements.txt does not pin" in (
+    assert "services/frontend.py: imports aiohttp, which requirements.in does not pin" in (
         shipping.requirement_problems(copy)
     )
 
@@ -276,10 +279,9 @@ def test_a_simulator_ignore_file_that_lets_the_agent_in_fails(copy: Path) -> Non
 
 
 def test_the_simulator_needs_pyjwt_pinned(copy: Path) -> None:
-    _edit(copy / shipping.SIMULATOR_REQUIREMENTS, "PyJWT==2.15.1\n", "")
+    _edit(copy / shipping.SIMULATOR_IMAGE.input, "PyJWT==2.15.1\n", "")
     problems = shipping.requirement_problems(copy)
     assert any(
-        "adapters/entra_tokens.py" in p
-        and "imports pyjwt, which simulator/requirements.txt does not pin" in p
+        "adapters/entra_tokens.py" in p and "imports pyjwt, which simulator/requirements.in does not pin" in p
         for p in problems
     ), problems

@@ -5,8 +5,8 @@ properties (``publicNetworkAccess``, the Service Bus SKU, app settings). The eva
 resource's ``if`` and a ternary only for known parameter values, so one evaluation checks one
 combination; there is no Bicep compiler in CI to render the others. So ``main.bicep`` is evaluated
 once per combination (``COMBINATIONS``) and each evaluation gets the project's rules
-(``infra_rules``, ``cross_checks``, ``trigger_roles``) and the rules of both options (``durable``,
-``network``). A problem that only one combination has names it, e.g.
+(``infra_rules``, ``cross_checks``, ``trigger_roles``, ``diagnostics``) and the rules of both options
+(``durable``, ``network``). A problem that only one combination has names it, e.g.
 ``[durableBackend=durableTaskScheduler networkIsolation=true]``.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.iac import cross_checks, durable, network, policy, trigger_roles
+from tools.iac import cross_checks, diagnostics, durable, network, policy, trigger_roles
 from tools.iac.bicep import Instance
 from tools.iac.infra_rules import Deployment, check_resources, parameters_json_values
 from tools.iac.problems import Problem, Report
@@ -82,6 +82,7 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         trigger_roles.check(root, variant, own)
         durable.check(variant, combination.durable_backend, own)
         network.check(variant, combination.network_isolation, own)
+        diagnostics.check(variant, own)
         for problem in own.problems:
             add_labelled(report, problem, str(combination))
     network.check_docs(root, found, report)
