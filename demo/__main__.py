@@ -22,6 +22,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from adapters.servicebus.messages import dead_letter_queue
 from demo.apps import SubmittingApp, make_order
 from demo.judge import Check, Snapshot, judge
 from demo.report import render, verdict
@@ -154,7 +155,7 @@ def take_snapshot(run: Run) -> Snapshot:
     """What the judges look at, taken before the processes stop."""
     bus = run.stack.bus()
     try:
-        dead = bus.peek("orders/$deadletterqueue")
+        dead = bus.peek(dead_letter_queue("orders"))
     finally:
         bus.close()
     records = {k: v for k, v in run.stack.records(run.order_ids).items() if v is not None}

@@ -30,6 +30,7 @@ from aiohttp import web
 from rich.console import Console
 
 from adapters.clock import host_clock
+from adapters.servicebus.messages import dead_letter_queue
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
@@ -46,7 +47,6 @@ FINAL_STATUSES = frozenset(
     {OrderStatus.COMPLETED, OrderStatus.FAILED, OrderStatus.COMPENSATED, OrderStatus.COMPENSATION_FAILED}
 )
 HISTORY = 900  # samples of the store's counts the page can chart (15 minutes at one a second)
-DEAD_LETTERS = "$deadletterqueue"  # a queue's dead-letter sub-queue, as Service Bus names it
 LIMIT = 1000  # messages peeked, records listed: an operator's view, not an export
 T = TypeVar("T")
 
@@ -181,7 +181,7 @@ class Picture:
         if bus is not None:
             for message in bus.peek(self.settings.alerts_queue, LIMIT):
                 alerts[str(json.loads(message.body).get("Event"))] += 1
-            dead_letters = {queue: len(bus.peek(f"{queue}/{DEAD_LETTERS}", LIMIT)) for queue in self.queues()}
+            dead_letters = {queue: len(bus.peek(dead_letter_queue(queue), LIMIT)) for queue in self.queues()}
         else:
             dead_letters = {queue: None for queue in self.queues()}
         t = self.telemetry

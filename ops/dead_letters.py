@@ -1,5 +1,6 @@
 """Dead-letter queues: list a queue's dead letters, move one back to its queue."""
 
+from adapters.servicebus.messages import dead_letter_queue
 from ops.errors import Refused
 from ops.output import Output
 from ops.queues import QueueBrowser, known_queue
@@ -15,7 +16,7 @@ def list_dead_letters(settings: Settings, queue: QueueBrowser, out: Output, name
             "Enqueued": m.enqueued_time.isoformat(timespec="seconds"),
             "Deliveries": m.delivery_count,
         }
-        for m in queue.peek(f"{known_queue(settings, name)}/$deadletterqueue", 1000)
+        for m in queue.peek(dead_letter_queue(known_queue(settings, name)), 1000)
     ]
     out.show(
         f"Dead letters of {name}", rows, ["MessageId", "Reason", "Description", "Enqueued", "Deliveries"]

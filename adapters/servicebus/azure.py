@@ -29,7 +29,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import ServiceBusError
 
-from adapters.servicebus.messages import ReceivedMessage, from_sdk, split_entity
+from adapters.servicebus.messages import ReceivedMessage, dead_letter_queue, from_sdk, split_entity
 
 
 class SettlementUnavailable(RuntimeError):
@@ -169,7 +169,7 @@ class ServiceBusMessaging:
         so the dead letters ahead of it are locked and released on the way (their delivery
         counts rise by one); none behind it is received."""
         target = next(
-            (m for m in self.peek(f"{queue}/$deadletterqueue", 10_000) if m.message_id == message_id), None
+            (m for m in self.peek(dead_letter_queue(queue), 10_000) if m.message_id == message_id), None
         )
         if target is None:
             return False

@@ -19,11 +19,11 @@ from proton import Session as ProtonSession
 from proton._reactor import Acceptor  # not re-exported by proton.reactor; used only as a type
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
+from adapters.servicebus.messages import DEAD_LETTER_SUFFIX
 from standins.amqp_broker import codec, frames, limits, management
 from standins.amqp_broker.clock import Clock
 from standins.amqp_broker.config import QueueSettings, load_queues
 from standins.amqp_broker.store import (
-    DEAD_LETTER_SUFFIX,
     BrokerError,
     Store,
     check_properties,

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.servicebus.messages import DEAD_LETTER_SUFFIX
 from standins.amqp_broker import codec, limits
 from standins.amqp_broker.config import QueueSettings
 
-DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
 
