@@ -18,6 +18,7 @@ import json
 import math
 import os
 import signal
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +35,7 @@ from adapters.servicebus.messages import dead_letter_queue
 from bootstrap import build_ports
 from domain.messages import OrderStatus
 from domain.states import ProcessState
-from ops import function_failures, outage_view, timeline
+from ops import function_failures, outage_view, replay_history, timeline
 from ops.errors import BadArgument
 from services.context import Ports
 from settings import Settings
@@ -329,13 +330,27 @@ class Picture:
         events.sort(key=lambda e: str(e["at"]))
         return {
             "lanes": timeline.lanes(
-                self.telemetry.spans.get(order_id, []), frozenset(e.Action for e in entries)
+                self.telemetry.spans.get(order_id, []),
+                frozenset(e.Action for e in entries),
+                timeline.timers(attempt_histories(order_id)),
             ),
             "record": _plain(record),
             "compensation": [_plain(e) for e in entries],
             "statuses": statuses,
             "events": events,
         }
+
+
+def attempt_histories(order_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The Durable history of each of the order's attempts (``<OrderID>-<attempt>``), from
+    devhost's task hub; none where no devhost has run with this data directory."""
+    database = function_failures.devhost_data_dir(os.environ) / "durable.db"
+    try:
+        found = replay_history.from_devhost(database, instance_prefix=f"{order_id}-")
+    except (replay_history.HistoryError, sqlite3.Error):
+        return {}
+    prefix = f"{order_id}-"
+    return {h.instanceId: h.history for h in found if h.instanceId.removeprefix(prefix).isdigit()}
 
 
 def _plain(value: Any) -> Any:

@@ -104,16 +104,20 @@ def _now() -> str:
     return format_time(datetime.now(UTC))
 
 
-def from_devhost(database: Path, names: frozenset[str] | None = None) -> list[RecordedHistory]:
+def from_devhost(
+    database: Path, names: frozenset[str] | None = None, instance_prefix: str = ""
+) -> list[RecordedHistory]:
     """Every instance of devhost's task hub (``<data dir>/durable.db``; devhost/durable_store.py
-    has the schema), read-only: a running host keeps writing it."""
+    has the schema) whose ID starts with ``instance_prefix``, read-only: a running host keeps
+    writing it."""
     if not database.exists():
         raise HistoryError(f"{database}: no devhost task hub (has devhost run with this data dir?)")
     conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
     try:
         instances = conn.execute(
             "SELECT instance_id, name, execution_id, status, input FROM instances"
-            " ORDER BY created_at, instance_id"
+            " WHERE substr(instance_id, 1, ?) = ? ORDER BY created_at, instance_id",
+            (len(instance_prefix), instance_prefix),
         ).fetchall()
         recorded = []
         for instance_id, name, execution_id, status, input_json in instances:

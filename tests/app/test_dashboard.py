@@ -196,6 +196,8 @@ async def _order_page(page: Any, order_id: str, state: str, actions: list[str]) 
         attempt.first.locator('rect.round-trip[data-name="agent round trip ChargePayment"]')
     ).to_have_count(1)
     await expect(attempt.first.locator('polygon[data-name="agent.reply"]').first).to_be_attached()
+    # Each agent step raced a durable timer, drawn from the attempt's Durable history.
+    await expect(attempt.first.locator('rect.bar.timer[data-name^="timer ("]').first).to_be_attached()
     # The compensating actions the log names, each a compensation marker on the attempt's lane.
     for action in actions:
         undo = attempt.first.locator(
