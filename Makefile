@@ -19,15 +19,15 @@ venv: $(STAMP) $(PROTO_PY)
 python:
 	@test -n "$(PYTHON)" || bash scripts/find-python.sh $(PYTHON_VERSION)
 
+# The artefacts' locks are installed first, each as it ships (hash-checked, no resolver), then the
+# dev tools around them, then `pip check`: a hashed lock cannot be a constraint of the dev install,
+# since one hash puts the whole install in hash-checking mode.
 LOCKS := requirements.txt agent_worker/requirements.txt simulator/requirements.txt
 
 $(STAMP): $(LOCKS) requirements-dev.txt | python
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The artefacts' locks first, each as it ships (hash-checked, no resolver), then the dev tools
-	# around them: a hashed lock cannot be a constraint of the dev install, since one hash puts
-	# the whole install in hash-checking mode.
 	for lock in $(LOCKS); do $(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $$lock || exit 1; done
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip check
