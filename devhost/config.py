@@ -47,9 +47,12 @@ def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
             name = str(queue.get("Name", ""))
             try:
                 config = _queue(name, queue.get("Properties", {}))
-                check_queue(config)
             except ValueError as error:
                 raise SettingsError(f"{path}: queue {name!r}: {error}") from None
+            try:
+                check_queue(config)
+            except ValueError as error:  # it names the queue
+                raise SettingsError(f"{path}: {error}") from None
             queues.append(config)
     return queues
 
@@ -57,11 +60,12 @@ def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
 def _queue(name: str, props: Mapping[str, Any]) -> QueueConfig:
     window = None
     if props.get("RequiresDuplicateDetection") or "DuplicateDetectionHistoryTimeWindow" in props:
-        window = parse_duration(str(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M")))
+        window = _duration(props, "DuplicateDetectionHistoryTimeWindow", "PT10M")
         if not props.get("RequiresDuplicateDetection"):
             # Refused even where detection is off, as the broker does: it is still part of the
             # queue's definition.
-            check_queue(QueueConfig(name, duplicate_detection_window=window))
+            if problem := limits.outside(limits.DUPLICATE_DETECTION_WINDOW, window):
+                raise ValueError(problem)
             window = None
     ttl = props.get("DefaultMessageTimeToLive")
     count = props.get("MaxDeliveryCount", 10)
@@ -72,11 +76,18 @@ def _queue(name: str, props: Mapping[str, Any]) -> QueueConfig:
     return QueueConfig(
         name=name.lower(),
         max_delivery_count=count,
-        lock_duration=parse_duration(str(props.get("LockDuration", "PT1M"))),
+        lock_duration=_duration(props, "LockDuration", "PT1M"),
         duplicate_detection_window=window,
-        default_message_ttl=parse_duration(str(ttl)) if ttl else None,
+        default_message_ttl=_duration(props, "DefaultMessageTimeToLive", "") if ttl else None,
         dead_letter_on_expiration=bool(props.get("DeadLetteringOnMessageExpiration", False)),
     )
+
+
+def _duration(props: Mapping[str, Any], prop: str, default: str) -> timedelta:
+    try:
+        return parse_duration(str(props.get(prop, default)))
+    except SettingsError as error:
+        raise ValueError(f"{prop}: {error}") from None
 
 
 # What the Functions host says of a host.json it cannot use, as LoadHostConfig and its
