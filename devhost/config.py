@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.local_settings import PATH_SETTINGS
+from adapters.servicebus import limits
+from adapters.servicebus.local_bus import check_queue
 from adapters.servicebus.messages import QueueConfig
 from devhost.settings import SettingsError
 
@@ -32,6 +34,9 @@ def parse_duration(text: str) -> timedelta:
 
 
 def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
+    """The queues of an emulator ``Config.json``. A value Azure Service Bus refuses (the table in
+    ``adapters/servicebus/limits.py``, which the AMQP test broker's loader holds it to as well)
+    stops here, in one line naming the file, the queue and the property."""
     try:
         document: dict[str, Any] = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
@@ -39,19 +44,50 @@ def queues_from_emulator_config(path: Path) -> list[QueueConfig]:
     queues = []
     for namespace in document.get("UserConfig", {}).get("Namespaces", []):
         for queue in namespace.get("Queues", []):
-            props = queue.get("Properties", {})
-            window = None
-            if props.get("RequiresDuplicateDetection"):
-                window = parse_duration(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M"))
-            queues.append(
-                QueueConfig(
-                    name=str(queue["Name"]).lower(),
-                    max_delivery_count=int(props.get("MaxDeliveryCount", 10)),
-                    lock_duration=parse_duration(props.get("LockDuration", "PT1M")),
-                    duplicate_detection_window=window,
-                )
-            )
+            name = str(queue.get("Name", ""))
+            try:
+                config = _queue(name, queue.get("Properties", {}))
+            except ValueError as error:
+                raise SettingsError(f"{path}: queue {name!r}: {error}") from None
+            try:
+                check_queue(config)
+            except ValueError as error:  # it names the queue
+                raise SettingsError(f"{path}: {error}") from None
+            queues.append(config)
     return queues
+
+
+def _queue(name: str, props: Mapping[str, Any]) -> QueueConfig:
+    window = None
+    if props.get("RequiresDuplicateDetection") or "DuplicateDetectionHistoryTimeWindow" in props:
+        window = _duration(props, "DuplicateDetectionHistoryTimeWindow", "PT10M")
+        if not props.get("RequiresDuplicateDetection"):
+            # Refused even where detection is off, as the broker does: it is still part of the
+            # queue's definition.
+            if problem := limits.outside(limits.DUPLICATE_DETECTION_WINDOW, window):
+                raise ValueError(problem)
+            window = None
+    ttl = props.get("DefaultMessageTimeToLive")
+    count = props.get("MaxDeliveryCount", 10)
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ValueError(f"MaxDeliveryCount must be an integer, not {count!r}")
+    if problem := limits.outside(limits.MAX_DELIVERY_COUNT, count):
+        raise ValueError(problem)
+    return QueueConfig(
+        name=name.lower(),
+        max_delivery_count=count,
+        lock_duration=_duration(props, "LockDuration", "PT1M"),
+        duplicate_detection_window=window,
+        default_message_ttl=_duration(props, "DefaultMessageTimeToLive", "") if ttl else None,
+        dead_letter_on_expiration=bool(props.get("DeadLetteringOnMessageExpiration", False)),
+    )
+
+
+def _duration(props: Mapping[str, Any], prop: str, default: str) -> timedelta:
+    try:
+        return parse_duration(str(props.get(prop, default)))
+    except SettingsError as error:
+        raise ValueError(f"{prop}: {error}") from None
 
 
 # What the Functions host says of a host.json it cannot use, as LoadHostConfig and its

@@ -6,8 +6,15 @@ would through a namespace. Production uses Azure Service Bus itself.
 
 What it keeps from Service Bus: FIFO by sequence number, peek-lock with lock tokens and lock
 expiry, delivery counts and the max-delivery-count rule, dead-letter sub-queues
-(``<queue>/$deadletterqueue``), duplicate detection by MessageId, scheduled messages, and
+(``<queue>/$deadletterqueue``), duplicate detection by MessageId, scheduled messages, message
+time-to-live (the queue's DefaultMessageTimeToLive capping a message's own, dead-lettered as
+``TTLExpiredException`` with DeadLetteringOnMessageExpiration, else dropped), and
 case-insensitive entity paths.
+
+Expiry is lazy, as Service Bus documents it may be: an expired message is never received, and
+is moved (or dropped) by the next receive of its queue or of its dead-letter queue, or when it
+is abandoned; until then a peek or a count still sees it. A locked message does not expire
+while its lock is held (https://learn.microsoft.com/azure/service-bus-messaging/message-expiration).
 
 Every time is taken from the injected clock, so a host with a virtual clock can jump to
 ``next_due()`` instead of sleeping. Receive and settle run in ``BEGIN IMMEDIATE`` transactions,
@@ -54,7 +61,9 @@ CREATE TABLE IF NOT EXISTS queues (
     name                TEXT PRIMARY KEY,
     max_delivery_count  INTEGER NOT NULL,
     lock_duration_us    INTEGER NOT NULL,
-    duplicate_window_us INTEGER
+    duplicate_window_us INTEGER,
+    default_ttl_us      INTEGER,
+    dead_letter_on_expiration INTEGER NOT NULL DEFAULT 0
 );
 -- visible_at is the one moment receive looks at: the scheduled enqueue time, or the lock's
 -- expiry while locked, so that "receivable now" is a single comparison.
@@ -77,7 +86,8 @@ CREATE TABLE IF NOT EXISTS messages (
     enqueued_time                 TEXT NOT NULL,
     scheduled_enqueue_time        TEXT,
     dead_letter_reason            TEXT,
-    dead_letter_error_description TEXT
+    dead_letter_error_description TEXT,
+    expires_at                    TEXT
 );
 -- Receive walks one entity in sequence order and filters on visible_at inside the index.
 CREATE INDEX IF NOT EXISTS ix_messages_receive
@@ -91,6 +101,22 @@ CREATE TABLE IF NOT EXISTS duplicates (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ix_duplicates_expiry ON duplicates (expires_at);
 """
+# Columns added since the first files were written: a file from before gets them on open (SQLite
+# has no ADD COLUMN IF NOT EXISTS, so each is looked up first, inside one write transaction).
+_ADDED_COLUMNS = (
+    ("queues", "default_ttl_us", "INTEGER"),
+    ("queues", "dead_letter_on_expiration", "INTEGER NOT NULL DEFAULT 0"),
+    ("messages", "expires_at", "TEXT"),
+)
+# After the migration: it indexes a column an old file only has once migrated.
+_EXPIRY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ix_messages_expiry ON messages (queue, dead_lettered, expires_at)"
+    " WHERE expires_at IS NOT NULL"
+)
+# What Service Bus writes on a message it dead-letters for its time-to-live (the reason is the
+# message-expiration page's; the description is the one the AMQP test broker gives).
+TTL_EXPIRED = "TTLExpiredException"
+TTL_EXPIRED_DESCRIPTION = "The message expired and was dead lettered."
 
 _MESSAGE_COLUMNS = (
     "sequence_number, queue, dead_lettered, locked_until, lock_token, delivery_count, message_id, body,"
@@ -134,14 +160,52 @@ def _message(
     )
 
 
+def _optional_micros(duration: timedelta | None) -> int | None:
+    return None if duration is None else _micros(duration)
+
+
+def _optional_duration(micros: int | None) -> timedelta | None:
+    return None if micros is None else timedelta(microseconds=micros)
+
+
 def _config(row: sqlite3.Row) -> QueueConfig:
-    window = row["duplicate_window_us"]
     return QueueConfig(
         name=row["name"],
         max_delivery_count=row["max_delivery_count"],
         lock_duration=timedelta(microseconds=row["lock_duration_us"]),
-        duplicate_detection_window=None if window is None else timedelta(microseconds=window),
+        duplicate_detection_window=_optional_duration(row["duplicate_window_us"]),
+        default_message_ttl=_optional_duration(row["default_ttl_us"]),
+        dead_letter_on_expiration=bool(row["dead_letter_on_expiration"]),
     )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    for table, column, definition in _ADDED_COLUMNS:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+    conn.execute(_EXPIRY_INDEX)
+
+
+def message_ttl(own: timedelta | None, queue_default: timedelta | None) -> timedelta | None:
+    """The time-to-live Service Bus applies: the smaller of the message's own and the queue's
+    default, the default being "a ceiling for the TimeToLive value" (message-expiration page).
+    The own TTL in whole seconds, as azure-servicebus sends it (``ServiceBusMessage.time_to_live``
+    sets the AMQP header's ttl to ``int(total_seconds()) * 1000``), so under a second is none."""
+    if own is not None and own < timedelta(0):
+        raise ValueError(f"time_to_live must not be negative, not {own}")
+    whole = None if own is None else timedelta(seconds=int(own.total_seconds()))
+    ttls = [t for t in (whole, queue_default) if t]
+    return min(ttls) if ttls else None
+
+
+def _expiry(enqueued: datetime, ttl: timedelta | None) -> datetime | None:
+    if ttl is None:
+        return None
+    try:
+        return enqueued + ttl
+    except OverflowError:  # TimeSpan.MaxValue, Service Bus's default: never, in practice
+        return None
 
 
 class LocalServiceBus:
@@ -156,6 +220,8 @@ class LocalServiceBus:
         self._db = SqliteDatabase(path, SCHEMA, rows=True, synchronous="NORMAL")
         self.path = self._db.path
         self._clock = clock or _system_clock
+        with self._transaction() as conn:
+            _migrate(conn)
         for config in queues:
             self.declare(config)
 
@@ -241,11 +307,32 @@ class LocalServiceBus:
     def _move_to_dead_letter(
         conn: sqlite3.Connection, sequence_number: int, reason: str, description: str | None, now: datetime
     ) -> None:
+        # The dead-letter queue keeps what it is given: no expiry there.
         conn.execute(
             "UPDATE messages SET dead_lettered = 1, visible_at = ?, locked_until = NULL, lock_token = NULL,"
-            " lock_duration_us = NULL, dead_letter_reason = ?, dead_letter_error_description = ?"
-            " WHERE sequence_number = ?",
+            " lock_duration_us = NULL, dead_letter_reason = ?, dead_letter_error_description = ?,"
+            " expires_at = NULL WHERE sequence_number = ?",
             (format_ts(now), reason, description, sequence_number),
+        )
+
+    @staticmethod
+    def _expire(conn: sqlite3.Connection, config: QueueConfig, now: datetime) -> None:
+        """Dead-letter (or drop) every expired message of the queue that no lock holds. One
+        that has used up its deliveries is left to the max-delivery rule, which Service Bus
+        applies first when a lock is given back (the broker's ``_return``)."""
+        expired = (
+            " WHERE queue = :queue AND dead_lettered = 0 AND expires_at <= :now AND visible_at <= :now"
+            " AND delivery_count < :max"
+        )
+        params = {"queue": config.name, "now": format_ts(now), "max": config.max_delivery_count}
+        if not config.dead_letter_on_expiration:
+            conn.execute("DELETE FROM messages" + expired, params)
+            return
+        conn.execute(
+            "UPDATE messages SET dead_lettered = 1, visible_at = :now, locked_until = NULL,"
+            " lock_token = NULL, lock_duration_us = NULL, dead_letter_reason = :reason,"
+            " dead_letter_error_description = :description, expires_at = NULL" + expired,
+            {**params, "reason": TTL_EXPIRED, "description": TTL_EXPIRED_DESCRIPTION},
         )
 
     # -- queues ----------------------------------------------------------------------------
@@ -253,18 +340,22 @@ class LocalServiceBus:
     def declare(self, config: QueueConfig) -> None:
         """Create or update a queue; a property Service Bus would refuse raises ValueError."""
         check_queue(config)
-        window = config.duplicate_detection_window
         self._connection().execute(
-            "INSERT INTO queues (name, max_delivery_count, lock_duration_us, duplicate_window_us)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+            "INSERT INTO queues (name, max_delivery_count, lock_duration_us, duplicate_window_us,"
+            " default_ttl_us, dead_letter_on_expiration)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
             " max_delivery_count = excluded.max_delivery_count,"
             " lock_duration_us = excluded.lock_duration_us,"
-            " duplicate_window_us = excluded.duplicate_window_us",
+            " duplicate_window_us = excluded.duplicate_window_us,"
+            " default_ttl_us = excluded.default_ttl_us,"
+            " dead_letter_on_expiration = excluded.dead_letter_on_expiration",
             (
                 config.name,
                 config.max_delivery_count,
                 _micros(config.lock_duration),
-                None if window is None else _micros(window),
+                _optional_micros(config.duplicate_detection_window),
+                _optional_micros(config.default_message_ttl),
+                int(config.dead_letter_on_expiration),
             ),
         )
 
@@ -286,8 +377,10 @@ class LocalServiceBus:
         reply_to: str | None = None,
         application_properties: Mapping[str, Any] | None = None,
         scheduled_enqueue_time: datetime | None = None,
+        time_to_live: timedelta | None = None,
     ) -> bool:
-        """Enqueue one message; False (and nothing stored) when it is a duplicate inside the window."""
+        """Enqueue one message; False (and nothing stored) when it is a duplicate inside the window.
+        ``time_to_live`` is ``ServiceBusMessage.time_to_live``; the queue's default caps it."""
         if isinstance(body, str):
             data = body.encode("utf-8")
         elif isinstance(body, bytes | bytearray | memoryview):
@@ -302,6 +395,7 @@ class LocalServiceBus:
             "reply_to": reply_to,
         }
         check_message(data, ids, dict(application_properties or {}))
+        message_ttl(time_to_live, None)  # a negative one is refused before anything is stored
         properties = json.dumps(dict(application_properties or {}), separators=(",", ":"))
         scheduled = None if scheduled_enqueue_time is None else as_utc(scheduled_enqueue_time)
         with self._transaction() as conn:
@@ -321,10 +415,13 @@ class LocalServiceBus:
                     return False
             # As in Service Bus, a scheduled message counts as enqueued when it becomes active.
             enqueued = now if scheduled is None or scheduled <= now else scheduled
+            # Expiry counts from the enqueued time (message-expiration page: ExpiresAtUtc is
+            # EnqueuedTimeUtc + TimeToLive), so a scheduled message lives from when it appears.
+            expires = _expiry(enqueued, message_ttl(time_to_live, config.default_message_ttl))
             conn.execute(
                 "INSERT INTO messages (queue, visible_at, message_id, body, correlation_id, content_type,"
-                " subject, reply_to, application_properties, enqueued_time, scheduled_enqueue_time)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " subject, reply_to, application_properties, enqueued_time, scheduled_enqueue_time,"
+                " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     config.name,
                     format_ts(enqueued),
@@ -337,6 +434,7 @@ class LocalServiceBus:
                     properties,
                     format_ts(enqueued),
                     None if scheduled is None else format_ts(scheduled),
+                    None if expires is None else format_ts(expires),
                 ),
             )
         return True
@@ -359,6 +457,9 @@ class LocalServiceBus:
             duration = lock_duration or config.lock_duration
             now = self._now()
             locked_until = now + duration
+            # Expired messages leave first, so none is received; from the dead-letter queue too,
+            # which is where they go.
+            self._expire(conn, config, now)
             # Rows dead-lettered on the way leave the entity, so asking again for the shortfall
             # always makes progress and ends.
             while len(received) < max_messages:
@@ -408,6 +509,7 @@ class LocalServiceBus:
         with self._transaction() as conn:
             config, dead_lettered = self._entity(conn, queue)
             now = self._now()
+            self._expire(conn, config, now)
             row = conn.execute(
                 f"SELECT {_MESSAGE_COLUMNS} FROM messages"
                 " WHERE queue = ? AND dead_lettered = ? AND visible_at <= ? AND sequence_number = ?",
@@ -422,10 +524,18 @@ class LocalServiceBus:
         arrives just after is found by the next receive, as on Service Bus."""
         conn = self._connection()
         config, dead_lettered = self._entity(conn, queue)
+        now = format_ts(self._now())
         row = conn.execute(
             "SELECT 1 FROM messages WHERE queue = ? AND dead_lettered = ? AND visible_at <= ? LIMIT 1",
-            (config.name, int(dead_lettered), format_ts(self._now())),
+            (config.name, int(dead_lettered), now),
         ).fetchone()
+        if row is None and dead_lettered:
+            # Nothing dead-lettered yet, but an expired message is on its way there.
+            row = conn.execute(
+                "SELECT 1 FROM messages WHERE queue = ? AND dead_lettered = 0 AND expires_at <= ?"
+                " AND visible_at <= ? LIMIT 1",
+                (config.name, now, now),
+            ).fetchone()
         return row is not None
 
     def complete(self, message: ReceivedMessage) -> None:
@@ -454,6 +564,10 @@ class LocalServiceBus:
                 " lock_duration_us = NULL WHERE sequence_number = ?",
                 (format_ts(now), message.sequence_number),
             )
+            if not row["dead_lettered"]:
+                # "If the lock expires or the message is abandoned, the expiration takes immediate
+                # effect" (message-expiration page).
+                self._expire(conn, self._entity(conn, row["queue"])[0], now)
 
     def dead_letter(self, message: ReceivedMessage, reason: str, description: str | None = None) -> None:
         with self._transaction() as conn:
@@ -557,16 +671,17 @@ class LocalServiceBus:
         return int(row[0])
 
     def next_due(self) -> datetime | None:
-        """The earliest future moment at which a message becomes receivable, in any queue."""
-        row = (
-            self._connection()
-            .execute(
-                "SELECT MIN(visible_at) AS due FROM messages WHERE visible_at > ?",
-                (format_ts(self._now()),),
-            )
-            .fetchone()
-        )
-        return parse_optional(row["due"])
+        """The earliest future moment at which a message becomes receivable, in any queue, or
+        one expires: a host on a virtual clock stops there, and its triggers' next receive moves
+        the message to the dead-letter queue at that moment, not at some later jump."""
+        now = format_ts(self._now())
+        conn = self._connection()
+        visible = conn.execute("SELECT MIN(visible_at) FROM messages WHERE visible_at > ?", (now,)).fetchone()
+        expiring = conn.execute(
+            "SELECT MIN(expires_at) FROM messages WHERE dead_lettered = 0 AND expires_at > ?", (now,)
+        ).fetchone()
+        due = [parse_ts(value) for value in (visible[0], expiring[0]) if value is not None]
+        return min(due) if due else None
 
 
 def check_queue(config: QueueConfig) -> None:
@@ -575,6 +690,9 @@ def check_queue(config: QueueConfig) -> None:
     less (standins/amqp_broker/limits.py has the sources)."""
     problems = [
         limits.outside(limits.MAX_DELIVERY_COUNT, config.max_delivery_count),
+        None
+        if config.default_message_ttl is None
+        else limits.outside(limits.DEFAULT_MESSAGE_TTL, config.default_message_ttl),
         None
         if config.lock_duration <= limits.duration_bounds(limits.LOCK_DURATION)[1]
         else limits.outside(limits.LOCK_DURATION, config.lock_duration),

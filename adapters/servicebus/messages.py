@@ -47,6 +47,9 @@ class QueueConfig:
     max_delivery_count: int = 10
     lock_duration: timedelta = timedelta(seconds=30)
     duplicate_detection_window: timedelta | None = timedelta(minutes=10)
+    # None: Service Bus's default, TimeSpan.MaxValue (messages never expire).
+    default_message_ttl: timedelta | None = None
+    dead_letter_on_expiration: bool = False
 
     def __post_init__(self) -> None:
         # Entity paths are case-insensitive, so the stored name is the lower-case one.

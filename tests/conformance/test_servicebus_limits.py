@@ -4,7 +4,6 @@ One row is one test, parametrised by backend; each refusal is the error the SDK 
 """
 
 from collections.abc import Callable, Iterator, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,8 +14,9 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 from adapters.servicebus import limits
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig
-from standins.amqp_broker.config import queues_from_config
-from tests.support.broker import BrokerFactory
+from devhost.config import queues_from_emulator_config
+from standins.amqp_broker.config import load_queues
+from tests.support.broker import BrokerFactory, write_config
 from tests.support.broker_clients import PLAIN
 
 KIB = 1024
@@ -75,52 +75,55 @@ def test_a_message_id_over_128_characters_is_refused(send: Send) -> None:
         send(b"x", message_id="i" * 300)
 
 
-# --- queue definitions: the broker's Config.json loader, the local bus's declare ----------------
+# --- queue definitions: each backend's own Config.json loader -------------------------------------
 
 
-def _broker_declares(props: Mapping[str, Any]) -> None:
-    queues_from_config(
-        {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q", "Properties": dict(props)}]}]}}
-    )
+def _broker_loads(props: Mapping[str, Any], tmp_path: Path) -> None:
+    load_queues(write_config(tmp_path / "Config.json", {"q": props}))
 
 
-def _local_declares(tmp_path: Path) -> Callable[[Mapping[str, Any]], None]:
-    def declare(props: Mapping[str, Any]) -> None:
-        window = props.get("DuplicateDetectionHistoryTimeWindow")
-        with LocalServiceBus(tmp_path / "bus.db") as bus:
-            bus.declare(
-                QueueConfig(
-                    "q",
-                    max_delivery_count=int(props.get("MaxDeliveryCount", 10)),
-                    lock_duration=props.get("LockDuration", timedelta(minutes=1)),
-                    duplicate_detection_window=window,
-                )
-            )
-
-    return declare
+def _local_loads(props: Mapping[str, Any], tmp_path: Path) -> None:
+    """devhost's loader, which declares the local bus's queues at start-up."""
+    queues_from_emulator_config(write_config(tmp_path / "Config.json", {"q": props}))
 
 
-ISO = {timedelta(hours=2): "PT2H", timedelta(microseconds=1): "PT0.000001S", timedelta(days=30): "P30D"}
-
-
-@pytest.mark.parametrize("backend", ["broker", "local bus"])
+@pytest.mark.parametrize("load", [_broker_loads, _local_loads], ids=["broker", "local bus"])
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("LockDuration", timedelta(hours=2)),
-        ("DuplicateDetectionHistoryTimeWindow", timedelta(microseconds=1)),
-        ("DuplicateDetectionHistoryTimeWindow", timedelta(days=30)),
+        ("LockDuration", "PT2H"),
+        ("DuplicateDetectionHistoryTimeWindow", "PT0.000001S"),
+        ("DuplicateDetectionHistoryTimeWindow", "P30D"),
+        ("DefaultMessageTimeToLive", "PT0S"),
+        ("DefaultMessageTimeToLive", "PT0.5S"),
+        ("MaxDeliveryCount", 0),
+        ("MaxDeliveryCount", 2**31),
+        ("MaxDeliveryCount", "ten"),
     ],
 )
-def test_a_queue_property_outside_its_bounds_is_refused(
-    backend: str, name: str, value: timedelta, tmp_path: Path
+def test_a_queue_property_outside_its_bounds_is_refused_in_one_line(
+    load: Callable[[Mapping[str, Any], Path], None], name: str, value: Any, tmp_path: Path
 ) -> None:
-    if backend == "broker":
-        props: dict[str, Any] = {name: ISO[value]}
-        if name.startswith("Duplicate"):
-            props["RequiresDuplicateDetection"] = True
-        with pytest.raises(ValueError, match=name):
-            _broker_declares(props)
-        return
-    with pytest.raises(ValueError, match=name):
-        _local_declares(tmp_path)({name: value})
+    props: dict[str, Any] = {"MaxDeliveryCount": 10, "LockDuration": "PT1M", name: value}
+    if name.startswith("Duplicate"):
+        props["RequiresDuplicateDetection"] = True
+    with pytest.raises(ValueError, match=name) as refused:
+        load(props, tmp_path)
+    assert "\n" not in str(refused.value)
+    assert "'q'" in str(refused.value)  # names the queue
+
+
+@pytest.mark.parametrize("load", [_broker_loads, _local_loads], ids=["broker", "local bus"])
+def test_the_bounds_themselves_are_accepted(
+    load: Callable[[Mapping[str, Any], Path], None], tmp_path: Path
+) -> None:
+    load(
+        {
+            "MaxDeliveryCount": 1,
+            "LockDuration": "PT5M",
+            "RequiresDuplicateDetection": True,
+            "DuplicateDetectionHistoryTimeWindow": "P7D",
+            "DefaultMessageTimeToLive": "PT1S",
+        },
+        tmp_path,
+    )

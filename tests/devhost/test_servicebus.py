@@ -5,6 +5,7 @@ windows are tested without sleeping.
 """
 
 import multiprocessing
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.servicebus.local_bus import LocalServiceBus
+from adapters.servicebus.local_bus import SCHEMA, LocalServiceBus
 from adapters.servicebus.messages import (
     MAX_DELIVERY_COUNT_EXCEEDED,
     NOT_LOCKED,
@@ -22,6 +23,10 @@ from adapters.servicebus.messages import (
     ReceivedMessage,
     dead_letter_queue,
 )
+from devhost.config import queues_from_emulator_config
+from domain.timestamps import format_ts
+from settings import SettingsError
+from tests.support.broker import write_config
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LOCK = timedelta(seconds=30)
@@ -472,3 +477,123 @@ def test_wait_for_commit_sees_another_connections_send_and_times_out_without_one
         other.send("orders", b"x", message_id="m-1")  # after the marker, before the wait
         assert mine.wait_for_commit(marker, timeout=30)  # returns at once: no commit is missed
         assert [m.message_id for m in mine.receive("orders")] == ["m-1"]
+
+
+# --- message time-to-live (the rows both stand-ins share are in tests/conformance/) -------------
+
+TTL = timedelta(minutes=5)
+
+
+@pytest.fixture
+def expiring(tmp_path: Path, clock: FakeClock) -> Iterator[LocalServiceBus]:
+    queues = [
+        QueueConfig("expiring", default_message_ttl=TTL, dead_letter_on_expiration=True),
+        QueueConfig("dropping", default_message_ttl=TTL),
+    ]
+    with LocalServiceBus(tmp_path / "bus.db", queues, clock=clock) as bus:
+        yield bus
+
+
+def test_expiry_runs_on_the_injected_clock_and_next_due_stops_there(
+    expiring: LocalServiceBus, clock: FakeClock
+) -> None:
+    expiring.send("expiring", b"x", message_id="m-1")
+    assert expiring.next_due() == T0 + TTL  # what a host on a virtual clock jumps to
+    clock.now = T0 + TTL - timedelta(microseconds=1)
+    [alive] = expiring.peek("expiring")
+    assert alive.message_id == "m-1"
+    clock.now = T0 + TTL
+    assert expiring.receive("expiring") == []
+    assert expiring.next_due() is None  # the dead-letter queue keeps it: no expiry there
+    [dead] = expiring.peek(dead_letter_queue("expiring"))
+    assert (dead.dead_letter_reason, dead.dead_letter_error_description) == (
+        "TTLExpiredException",
+        "The message expired and was dead lettered.",
+    )
+
+
+def test_the_dead_letter_queues_receive_finds_what_expired_though_nobody_received_the_queue(
+    expiring: LocalServiceBus, clock: FakeClock
+) -> None:
+    expiring.send("expiring", b"x", message_id="m-1")
+    clock.advance(TTL)
+    [dead] = expiring.receive(dead_letter_queue("expiring"))
+    assert (dead.message_id, dead.dead_letter_reason) == ("m-1", "TTLExpiredException")
+
+
+def test_a_messages_own_ttl_counts_in_whole_seconds_as_the_sdk_sends_it(
+    expiring: LocalServiceBus, clock: FakeClock
+) -> None:
+    expiring.send("dropping", b"x", message_id="short", time_to_live=timedelta(seconds=2.9))
+    expiring.send("dropping", b"x", message_id="sub-second", time_to_live=timedelta(seconds=0.5))
+    assert expiring.next_due() == T0 + timedelta(seconds=2)
+    clock.advance(timedelta(seconds=2))
+    assert [m.message_id for m in expiring.receive("dropping", 5)] == ["sub-second"]  # none: the queue's
+    assert expiring.counts("dropping")["dead_letter"] == 0
+    with pytest.raises(ValueError, match="negative"):
+        expiring.send("dropping", b"x", message_id="bad", time_to_live=timedelta(seconds=-1))
+
+
+def test_a_message_at_its_delivery_limit_is_dead_lettered_for_that_first(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    config = QueueConfig("q", max_delivery_count=1, lock_duration=LOCK, default_message_ttl=TTL)
+    with LocalServiceBus(tmp_path / "bus.db", [config], clock=clock) as bus:
+        bus.send("q", b"x", message_id="m-1")
+        receive_one(bus, "q")
+        clock.advance(TTL + LOCK)  # the lock ran out after the message expired
+        assert bus.receive("q") == []
+        [dead] = bus.peek(dead_letter_queue("q"))
+        assert dead.dead_letter_reason == MAX_DELIVERY_COUNT_EXCEEDED
+
+
+def test_a_file_from_before_expiry_is_migrated_and_keeps_its_messages(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "bus.db"
+    with sqlite3.connect(path) as old:  # the schema as main wrote it before time-to-live
+        old.executescript(
+            SCHEMA.replace("    default_ttl_us      INTEGER,\n", "")
+            .replace("    dead_letter_on_expiration INTEGER NOT NULL DEFAULT 0\n", "")
+            .replace("duplicate_window_us INTEGER,", "duplicate_window_us INTEGER")
+            .replace(
+                "dead_letter_error_description TEXT,\n    expires_at                    TEXT",
+                "dead_letter_error_description TEXT",
+            )
+        )
+        old.execute("INSERT INTO queues VALUES ('old', 10, 30000000, NULL)")
+        old.execute(
+            "INSERT INTO messages (queue, visible_at, message_id, body, application_properties,"
+            " enqueued_time) VALUES ('old', ?, 'kept', x'00', '{}', ?)",
+            (format_ts(T0), format_ts(T0)),
+        )
+        assert "expires_at" not in {row[1] for row in old.execute("PRAGMA table_info(messages)")}
+    old.close()
+    with LocalServiceBus(path, [QueueConfig("old", default_message_ttl=TTL)], clock=clock) as bus:
+        assert {c.name: c.default_message_ttl for c in bus.queues()} == {"old": TTL}
+        clock.advance(TTL * 2)  # a message from before has no expiry
+        assert [m.message_id for m in bus.receive("old")] == ["kept"]
+    with sqlite3.connect(path) as reopened:
+        columns = {row[1] for row in reopened.execute("PRAGMA table_info(messages)")}
+    reopened.close()
+    assert "expires_at" in columns
+
+
+def test_devhost_reads_ttl_and_dead_lettering_from_config_json(tmp_path: Path) -> None:
+    props = {"DefaultMessageTimeToLive": "PT1H", "DeadLetteringOnMessageExpiration": True}
+    [queue] = queues_from_emulator_config(write_config(tmp_path / "Config.json", {"Orders": props}))
+    assert (queue.name, queue.default_message_ttl, queue.dead_letter_on_expiration) == (
+        "orders",
+        timedelta(hours=1),
+        True,
+    )
+    [plain] = queues_from_emulator_config(write_config(tmp_path / "plain.json", {"q": {}}))
+    assert (plain.default_message_ttl, plain.dead_letter_on_expiration) == (None, False)
+
+
+def test_devhost_refuses_a_config_json_lock_duration_over_five_minutes_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = write_config(tmp_path / "Config.json", {"q": {"LockDuration": "PT1H"}})
+    with pytest.raises(SettingsError, match=r"Config.json: queue 'q': LockDuration 1:00:00 is above"):
+        queues_from_emulator_config(path)
