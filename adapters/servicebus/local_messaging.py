@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from adapters.servicebus.local_bus import LocalServiceBus
-from adapters.servicebus.messages import ReceivedMessage
+from adapters.servicebus.messages import ReceivedMessage, dead_letter_queue
 
 
 class LocalMessaging:
@@ -54,7 +54,7 @@ class LocalMessaging:
         """Move one dead-lettered message back to its queue under a new MessageId (the old one
         may still be in the duplicate-detection window). False if it is not there. Found by a
         peek and locked by its sequence number: no other dead letter is received or counted."""
-        dead_letters = f"{queue}/$deadletterqueue"
+        dead_letters = dead_letter_queue(queue)
         found = next((m for m in self.bus.peek(dead_letters, 10_000) if m.message_id == message_id), None)
         if found is None:
             return False
