@@ -16,11 +16,12 @@ story, 10 s later per round.
 """
 
 import asyncio
+import functools
 import io
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -131,15 +132,23 @@ def running_stack(
 FEWER_ROUNDS = {"SAS_POSTPONE_FIRST_SECONDS": "60", "SAS_POSTPONE_MAX_SECONDS": "300"}
 
 
+StartStack = Callable[..., AbstractContextManager[Stack]]  # running_stack, given the app's settings
+
+
 @pytest.fixture
-def stack(
+def start_stack(
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     postgres_odbc: str,
     azurite_tables: str,
-) -> Iterator[Stack]:
-    with running_stack(loop, tmp_path, monkeypatch, postgres_odbc, azurite_tables, **FEWER_ROUNDS) as running:
+) -> StartStack:
+    return functools.partial(running_stack, loop, tmp_path, monkeypatch, postgres_odbc, azurite_tables)
+
+
+@pytest.fixture
+def stack(start_stack: StartStack) -> Iterator[Stack]:
+    with start_stack(**FEWER_ROUNDS) as running:
         yield running
 
 
@@ -276,19 +285,10 @@ def test_a_30_minute_orders_database_outage_during_a_burst_costs_no_order_a_reco
 
 
 def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_hear_at_once(
-    loop: asyncio.AbstractEventLoop,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    postgres_odbc: str,
-    azurite_tables: str,
+    start_stack: StartStack,
 ) -> None:
     # A whole retry budget of 1 s: dozens of tries, where a caller of a known outage makes one.
-    with running_stack(
-        loop,
-        tmp_path,
-        monkeypatch,
-        postgres_odbc,
-        azurite_tables,
+    with start_stack(
         SAS_RETRY_BUDGET_SECONDS="1",
         SAS_RETRY_MAX_WAIT_SECONDS="0.05",
         **FEWER_ROUNDS,
@@ -334,14 +334,10 @@ def _held(stack: Stack, ids: list[str]) -> list[str]:
 
 
 def test_an_order_accepted_while_the_orders_database_is_down_is_found_at_once_and_resumes_within_a_period(
-    loop: asyncio.AbstractEventLoop,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    postgres_odbc: str,
-    azurite_tables: str,
+    start_stack: StartStack,
 ) -> None:
     # The deployed postponement schedule (5 s doubling to one Supervisor period, 30 s).
-    with running_stack(loop, tmp_path, monkeypatch, postgres_odbc, azurite_tables) as stack:
+    with start_stack() as stack:
         app = stack.app
         postponement = Postponement()  # the defaults, as deployed (tests/unit/test_resilience.py)
         ids = [f"f-{n:03d}" for n in range(FOUND)]
