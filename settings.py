@@ -147,9 +147,11 @@ class Settings(BaseModel):
     # A submission whose store is down for longer than the retry budget comes back later, on a
     # scheduled copy of its message: first after this many seconds, doubling up to the maximum,
     # at most this many times (the default spans more than an hour) before it is dead-lettered.
+    # The maximum is one Supervisor period (30 s deployed): a copy scheduled during an outage is
+    # never further out than that when the dependency answers again (issue 37).
     postpone_first_seconds: float = Field(5, alias="SAS_POSTPONE_FIRST_SECONDS", gt=0)
-    postpone_max_seconds: float = Field(300, alias="SAS_POSTPONE_MAX_SECONDS", gt=0)
-    postpone_limit: int = Field(20, alias="SAS_POSTPONE_LIMIT", ge=0, le=1000)
+    postpone_max_seconds: float = Field(30, alias="SAS_POSTPONE_MAX_SECONDS", gt=0)
+    postpone_limit: int = Field(150, alias="SAS_POSTPONE_LIMIT", ge=0, le=1000)
 
     @model_validator(mode="after")
     def _budget_covers_every_layer(self) -> "Settings":

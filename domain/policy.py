@@ -83,11 +83,13 @@ class SupervisorScan:
 class Postponement:
     """When a message whose dependencies are down comes back: ``first``, doubling up to
     ``maximum``, at most ``limit`` times. Service Bus redelivers an abandoned message at once,
-    so without this an outage of seconds would use up MaxDeliveryCount and dead-letter it."""
+    so without this an outage of seconds would use up MaxDeliveryCount and dead-letter it.
+    ``maximum`` bounds how long a copy waits after the dependency is back: one Supervisor
+    period by default, so recovery starts within it; ``limit`` keeps the horizon over an hour."""
 
     first: timedelta = timedelta(seconds=5)
-    maximum: timedelta = timedelta(minutes=5)
-    limit: int = 20
+    maximum: timedelta = timedelta(seconds=30)
+    limit: int = 150
 
     def __post_init__(self) -> None:
         if self.first <= timedelta(0) or self.maximum < self.first or self.limit < 0:

@@ -12,7 +12,7 @@ states (Processed, Error, Compensated, CompensationFailed) are left only by oper
 
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from domain.errors import (
@@ -94,6 +94,29 @@ def create(
         CreatedAt=now,
         UpdatedAt=now,
     )
+
+
+# A record written while the orders database is down (C6, issue 37): the order is findable from
+# its 202, but its order row is not written yet, so no attempt may claim it. A NotBefore past any
+# clock keeps every claim query (``NotBefore <= now``) off it with no new field or index; the
+# submission that writes the row releases it (``order_row_written``).
+AWAITING_ORDER_ROW = datetime(9999, 12, 31, tzinfo=UTC)
+
+
+def awaiting_order_row(record: StateRecord, dependency: str) -> StateRecord:
+    """A new record held until its order row is written, naming what it waits on."""
+    return replace(record, NotBefore=AWAITING_ORDER_ROW, Unavailable=dependency)
+
+
+def is_awaiting_order_row(record: StateRecord) -> bool:
+    return record.ProcessState is ProcessState.PENDING and record.NotBefore == AWAITING_ORDER_ROW
+
+
+def order_row_written(record: StateRecord, now: datetime) -> StateRecord:
+    """The held record, claimable now that its order row is written."""
+    if not is_awaiting_order_row(record):
+        raise IllegalTransition(f"order_row_written: order {record.OrderID} is not awaiting its order row")
+    return replace(record, NotBefore=None, Unavailable=None, UpdatedAt=now)
 
 
 def is_claimable(record: StateRecord, now: datetime) -> bool:

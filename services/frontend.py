@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain import transitions
 from domain.admission import Backlog
 from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, SubmittingApp, authorised_app
 from domain.errors import DependencyUnavailable
@@ -91,7 +92,12 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
     )
     # One point read answers a conflict now, while the caller waits, instead of in a dead letter.
     stored = ports.states.get(order.OrderID)
-    if stored is None:
+    if stored is not None and stored.record.OrderHash != queued.order_hash():
+        return conflict(order.OrderID)
+    # A record held for its order row (the orders database was down) is queued again: if its
+    # postponed copies ran out, this repeat is what brings it in; if not, it is one more
+    # idempotent copy.
+    if stored is None or transitions.is_awaiting_order_row(stored.record):
         backlog = _backlog(ports)
         if backlog is not None:
             return backlog
@@ -105,8 +111,6 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
         )
         if ports.admission is not None:
             ports.admission.admitted()
-    elif stored.record.OrderHash != queued.order_hash():
-        return conflict(order.OrderID)
     status_url = f"{base_url}/orders/{order.OrderID}"
     return Reply(202, {"OrderID": order.OrderID, "statusUrl": status_url}, {"Location": status_url})
 
@@ -170,7 +174,10 @@ def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> 
             "CurrentStep": record.CurrentStep,
             "FailedStep": record.FailedStep,
             "LastError": record.LastError,
-            "NotBefore": None if record.NotBefore is None else record.NotBefore.isoformat(),
+            # A record held for its order row has no time to name: it waits on the database.
+            "NotBefore": None
+            if record.NotBefore is None or transitions.is_awaiting_order_row(record)
+            else record.NotBefore.isoformat(),
             # Why it waits, if it does: the dependency its attempt met down, and how often an
             # outage ended an attempt uncounted (docs/operating.md "What an outage costs").
             "Unavailable": record.Unavailable,

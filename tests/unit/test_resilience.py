@@ -1,8 +1,10 @@
 """The transient-fault policy: which errors are retried, for how long, and what callers see."""
 
+import re
 import sqlite3
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyodbc
@@ -21,6 +23,7 @@ from adapters.sql.pool import ConnectionPool
 from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.policy import Postponement
 from services.outages import OutageMonitor
+from settings import Settings
 from tests.support.clock import T0
 
 
@@ -308,4 +311,15 @@ def test_postponements_grow_to_a_maximum_and_stop_at_the_limit() -> None:
     delays = [policy.delay(n) for n in range(21)]
     assert delays[:4] == [timedelta(seconds=s) for s in (5, 10, 20, 40)]
     assert delays[19] == timedelta(minutes=5) and delays[20] is None
-    assert policy.horizon > timedelta(hours=1)  # the defaults ride out an hour's outage
+    assert policy.horizon > timedelta(hours=1)
+
+
+def test_the_default_postponement_resumes_within_a_supervisor_period_and_rides_out_an_hour() -> None:
+    deployed = Path("infra/main.bicep").read_text()
+    period = int(re.findall(r"param supervisorSchedule string = '\*/(\d+) ", deployed)[0])
+    bicep = Path("infra/modules/functionapp.bicep").read_text()
+    for policy in (Postponement(), Settings.from_env({}).postponement):
+        assert policy.maximum <= timedelta(seconds=period)  # a copy is at most a period out
+        assert policy.horizon > timedelta(hours=1)
+        assert f"SAS_POSTPONE_MAX_SECONDS: '{policy.maximum.seconds}'" in bicep
+        assert f"SAS_POSTPONE_LIMIT: '{policy.limit}'" in bicep
