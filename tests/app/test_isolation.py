@@ -23,8 +23,13 @@ from tests.support.scripted_agent import OK, Answer
 def call(
     running: App, method: str, path: str, body: str | None = None, **kw: Any
 ) -> tuple[int, dict[str, Any]]:
+    """The status and body; an error's own invocation ID (each call has one, the ID its logs and
+    traces carry: tests/app/test_frontend.py checks it) left out, so two answers compare."""
     status, text, _ = running.http(method, path, body, **kw)
-    return status, json.loads(text)
+    answer: dict[str, Any] = json.loads(text)
+    if status >= 400:
+        assert answer.pop("invocationId"), answer
+    return status, answer
 
 
 def test_a_caller_without_a_token_is_refused(app: App) -> None:
