@@ -12,6 +12,13 @@ from adapters.azure_profile import azure_sql_connection_string
 from ops.cli import EXIT_USAGE, main
 from settings import Settings, SettingsError
 
+# Settings another test's app directory may have left in this process's environment.
+LEAKED = (
+    "ServiceBusConnection",
+    "CosmosDBConnection",
+    "CosmosDBConnection__accountEndpoint",
+    "SqlConnection",
+)
 AZURE = {
     "SAS_PROFILE": "azure",
     "ServiceBusConnection__fullyQualifiedNamespace": "sb-x.servicebus.windows.net",
@@ -28,6 +35,8 @@ AZURE = {
 def test_a_wrong_setting_is_one_line_from_ops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], says: str
 ) -> None:
+    for name in LEAKED:
+        monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     out = io.StringIO()
