@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from standins.ports import free_port
 from tests.support.app import order_body
@@ -55,11 +55,14 @@ def _run_command() -> list[str]:
 
 
 def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE:.0f} s: {what}")
-        time.sleep(0.2)  # a poll of a condition, with a deadline: not a synchronising sleep
+    """Poll ``condition`` until it holds, as tests/support/emulators.py waits for a server: tenacity."""
+    polling = Retrying(
+        stop=stop_after_delay(DEADLINE), wait=wait_fixed(0.2), retry=retry_if_result(lambda ok: not ok)
+    )
+    try:
+        polling(condition)
+    except RetryError:
+        raise AssertionError(f"not within {DEADLINE:.0f} s: {what}") from None
 
 
 class RunningStack:
