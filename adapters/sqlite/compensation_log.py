@@ -65,7 +65,9 @@ def _select(conn: sqlite3.Connection, order_id: str, step: str) -> tuple[object,
 
 class SqliteCompensationLog:
     def __init__(self, path: str | Path) -> None:
-        self._db = SqliteDatabase(path, SCHEMA)
+        # NORMAL, as the state store it goes with: safe against a killed process
+        # (tests/contract/test_state_store_kill.py), not against a power cut.
+        self._db = SqliteDatabase(path, SCHEMA, synchronous="NORMAL")
 
     def close(self) -> None:
         self._db.close()

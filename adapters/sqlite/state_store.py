@@ -4,6 +4,12 @@ Every write gets a new ETag; ``replace`` is one ``UPDATE ... WHERE etag = ?`` st
 any number of threads or processes presenting the same ETag exactly one wins, as with
 Cosmos DB's If-Match. The columns beside the JSON body exist only for the two indexed
 queries: the Supervisor's expired window and the starter's claimable list.
+
+``synchronous=NORMAL`` (WAL): every claim, step and slot writes this one file, and FULL's fsync
+inside the write lock was what the worker processes waited on in a burst (docs/capacity.md,
+"Past the cap"). A commit still survives the process being killed
+(tests/contract/test_state_store_kill.py); only a power cut may undo the last commits, as it may
+on the local bus and devhost's task hub beside it.
 """
 
 import json
@@ -71,7 +77,7 @@ def _columns(record: StateRecord) -> tuple[Any, ...]:
 
 class SqliteStateStore:
     def __init__(self, path: str | Path) -> None:
-        self._db = SqliteDatabase(path, SCHEMA)
+        self._db = SqliteDatabase(path, SCHEMA, synchronous="NORMAL")
 
     @property
     def database(self) -> SqliteDatabase:

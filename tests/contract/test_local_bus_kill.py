@@ -3,16 +3,12 @@ burst, acknowledging each message only after ``send`` returned (committed), and 
 the middle of it. Every acknowledged message is on the bus, once, and the file is sound; the
 same for receives and completions acknowledged by a consumer killed mid-stream."""
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig
+from tests.support.kill import run_and_kill
 
-ROOT = Path(__file__).resolve().parents[2]
 QUEUE = QueueConfig(name="burst", max_delivery_count=10)
 KILL_AFTER = 200  # acknowledgements before the kill; the child keeps sending until then
 
@@ -36,32 +32,6 @@ while True:
 """
 
 
-def _run_and_kill(script: str, path: Path, acknowledgements: int) -> list[str]:
-    """The child's acknowledgements up to the kill: each line was printed after its commit."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert child.stdout is not None
-    acknowledged = []
-    try:
-        for line in child.stdout:
-            acknowledged.append(line.strip())
-            if len(acknowledged) >= acknowledgements:
-                child.send_signal(signal.SIGKILL)  # mid-burst: it is sending or committing now
-                break
-    finally:
-        child.kill()
-        child.wait(timeout=30)
-    # Whatever it wrote to the pipe before dying counts too: printed means committed.
-    acknowledged.extend(line.strip() for line in child.stdout.read().splitlines() if line.strip())
-    assert child.returncode == -signal.SIGKILL
-    return acknowledged
-
-
 def _sound(path: Path) -> None:
     with LocalServiceBus(path) as bus:
         assert bus._connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -70,7 +40,7 @@ def _sound(path: Path) -> None:
 def test_a_sender_killed_mid_burst_loses_no_committed_message(tmp_path: Path) -> None:
     path = tmp_path / "bus.db"
     LocalServiceBus(path, [QUEUE]).close()
-    acknowledged = _run_and_kill(_SENDER, path, KILL_AFTER)
+    acknowledged = run_and_kill(_SENDER, [str(path)], KILL_AFTER)
     _sound(path)
     with LocalServiceBus(path) as bus:
         stored = [m.message_id for m in bus.peek("burst", 1_000_000)]
@@ -85,7 +55,7 @@ def test_a_consumer_killed_mid_stream_loses_no_completion(tmp_path: Path) -> Non
     with LocalServiceBus(path, [QUEUE]) as bus:
         for n in range(KILL_AFTER * 2):
             bus.send("burst", b"x", message_id=f"m-{n}")
-    completed = _run_and_kill(_CONSUMER, path, KILL_AFTER)
+    completed = run_and_kill(_CONSUMER, [str(path)], KILL_AFTER)
     _sound(path)
     with LocalServiceBus(path) as bus:
         left = {m.message_id for m in bus.peek("burst", 1_000_000)}
