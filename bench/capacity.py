@@ -35,10 +35,12 @@ from adapters.sqlite.state_store import SqliteStateStore  # noqa: E402
 from bench.capacity_model import (  # noqa: E402
     Limit,
     Price,
+    cap_where_item_binds,
     ceiling,
     cost_per_million,
     drain,
     first_bottleneck,
+    hot_item_ceiling,
     ru_per_order,
     within,
 )
@@ -76,6 +78,41 @@ RU = {
     "state store.release_slot": 1.0 + 20.0,
     "state store.slots_acquired": 1.0,
 }
+
+# The in-flight slots item is one item in one logical partition, and one logical partition gets
+# at most 10,000 RU/s whatever the container has ("Maximum RUs per partition (logical &
+# physical)": https://learn.microsoft.com/azure/cosmos-db/concepts-limits). Every slot taken or
+# freed reads it and replaces it whole, and it grows with the cap: HOLDER_BYTES a holder.
+PARTITION_RU_PER_SECOND = 10_000
+PARTITION_LIMIT_SOURCE = "https://learn.microsoft.com/azure/cosmos-db/concepts-limits"
+HOLDER_BYTES = 80
+SLOT_CALLS = ("state store.acquire_slot", "state store.release_slot")
+
+
+def slots_item_ru(cap: int) -> float:
+    """A read and a replace of the slots item full at ``cap`` holders: 1 RU, and 10 RU a write
+    plus 10 RU per 4 KB (the RU estimate above; 412 retries under contention come on top)."""
+    return 1.0 + 10.0 + 10.0 * cap * HOLDER_BYTES / 4096
+
+
+def slots_partition(happy: dict[str, float], cap: int, attempt_seconds: float) -> dict[str, Any]:
+    """The slots item's logical partition as a limit: its ceiling at ``cap``, and the cap at
+    which the cap's own drain (cap / T) meets it, past which a higher cap buys nothing."""
+    calls = sum(happy[name] for name in SLOT_CALLS)
+
+    def ceiling_at(at: int) -> float:
+        return hot_item_ceiling(PARTITION_RU_PER_SECOND, calls * slots_item_ru(at))
+
+    binds_at, rate = cap_where_item_binds(attempt_seconds, ceiling_at)
+    return {
+        "ru_per_second": PARTITION_RU_PER_SECOND,
+        "source": PARTITION_LIMIT_SOURCE,
+        "calls_per_order": calls,
+        "ru_per_order": round(calls * slots_item_ru(cap), 1),
+        "orders_per_second": round(ceiling_at(cap), 1),
+        "binds_at_cap": binds_at,
+        "binds_at_orders_per_second": round(rate, 1),
+    }
 
 
 def limits() -> list[Limit]:
@@ -201,6 +238,7 @@ def azure_model(happy: dict[str, float], cap: int, attempt_seconds: float) -> di
             for c in ceilings
         },
         "in_flight_cap": {"cap": cap, "orders_per_second": round(drain(cap, attempt_seconds), 1)},
+        "slots_partition": slots_partition(happy, cap, attempt_seconds),
         "first_service_bottleneck": {
             "key": first.limit.key,
             "service": first.limit.service,
@@ -316,6 +354,7 @@ def main() -> int:
         per_order = f"{c['per_order']} {c['unit']}/order"
         print(f"  {c['service']:55} {c['orders_per_second']:9.1f} orders/s ({per_order})")
     print(f"first service bottleneck: {result['azure']['first_service_bottleneck']}")
+    print(f"the slots item's logical partition: {result['azure']['slots_partition']}")
     print(f"cost per 1 M orders (USD): {result['azure']['cost_per_million_orders_usd']}")
     return 0 if local["within_20_percent"] and local["most_in_flight"] <= local["cap"] else 1
 

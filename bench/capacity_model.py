@@ -11,7 +11,7 @@ so by Little's law the drain is ``cap / T`` orders a second whatever the service
 other limit is a rate a service grants (units a second) over what one order consumes of it.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -83,3 +83,24 @@ def cost_per_million(consumed: Mapping[str, float], prices: Sequence[Price]) -> 
     order consumes of it), and their ``total``."""
     costs = {p.unit: consumed[p.unit] * 1_000_000 * p.usd / p.per for p in prices if p.unit in consumed}
     return costs | {"total": sum(costs.values())}
+
+
+def hot_item_ceiling(partition_ru_per_second: float, ru_per_order: float) -> float:
+    """Orders a second one logical partition allows when every order spends ``ru_per_order`` on
+    the one item in it (the in-flight slots item): more throughput elsewhere does not move it."""
+    if ru_per_order <= 0:
+        raise ValueError("an order spends nothing on the item")
+    return partition_ru_per_second / ru_per_order
+
+
+def cap_where_item_binds(
+    attempt_seconds: float, ceiling_at: Callable[[int], float], highest: int = 1_000_000
+) -> tuple[int, float]:
+    """The smallest cap at which the cap's own drain, cap / T, reaches the hot item's ceiling
+    ``ceiling_at(cap)`` (the item grows with the cap, so the ceiling falls as the cap rises), and
+    the rate there: past it, raising the cap buys nothing."""
+    for cap in range(1, highest + 1):
+        ceiling_here = ceiling_at(cap)
+        if drain(cap, attempt_seconds) >= ceiling_here:
+            return cap, ceiling_here
+    raise ValueError(f"the cap's drain stays below the item's ceiling up to {highest}")

@@ -3,7 +3,7 @@ process (``devhost start --in-process``, the baseline) and the deployment packag
 processes over gRPC (the default, as Azure runs it), with 1 and 2 of them.
 
     .venv/bin/python -m bench.worker_paths [--idle 20] [--burst 300] [--concurrency 32]
-        [--paths in-process,1,2] [--set NAME=VALUE ...]
+        [--paths in-process,1,2] [--set NAME=VALUE ...] [--json]
 
 Each path gets a fresh embedded stack (``demo.stack``: simulator with no faults, two agents),
 a warm-up order, ``--idle`` orders one at a time, then a burst of ``--burst``. It prints, per
@@ -11,11 +11,14 @@ path: idle p50, burst orders/s and p50, CPU ms per order of devhost's own proces
 worker processes (from ``/proc``), and the ratios against the in-process baseline of the same
 run. It names the limit each burst hit: a process at its CPU ceiling (>= 0.9 of a core), the
 machine's cores, or neither (then the wait is elsewhere: the claim rate, the in-flight cap, the
-agents). Settings are the embedded profile's, as ``bench.happy_path`` runs them.
+agents). Settings are the embedded profile's, as ``bench.happy_path`` runs them. ``--json``
+writes ``bench/results/worker_paths.json`` (the settings, the machine's load at each path's start,
+every figure and ratio), which ``docs/capacity.md`` reads.
 """
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import statistics
 import tempfile
@@ -23,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import results as bench_results
 from bench.agent_idle import children_cpu_seconds, cpu_seconds
 from bench.happy_path import PROFILE, SETTINGS, StatusReceiver, Timing, _setting, post_orders, progress
 from demo.stack import Stack
@@ -47,6 +51,7 @@ class Result:
     worker_ms: float  # CPU ms per order, its worker processes, burst
     host_cores: float  # cores used over the burst
     worker_cores: float
+    load_1min: float  # the machine's load at the path's start: other work shares the cores
 
     def limit(self) -> str:
         if self.host_cores >= 0.9:
@@ -63,6 +68,7 @@ def _p50(timings: dict[str, Timing]) -> float:
 def run_path(path: str, args: argparse.Namespace) -> Result:
     settings = SETTINGS | dict(args.set)
     flags: tuple[str, ...] = ()
+    load = bench_results.machine()["load_1min"]
     if path == "in-process":
         flags = ("--in-process",)
     else:
@@ -98,11 +104,34 @@ def run_path(path: str, args: argparse.Namespace) -> Result:
         worker_ms=workers / args.burst * 1000,
         host_cores=host / elapsed,
         worker_cores=workers / elapsed,
+        load_1min=load,
+    )
+
+
+def _baseline(results: list[Result]) -> Result:
+    return next((r for r in results if r.path == "in-process"), results[0])
+
+
+def record(results: list[Result], settings: dict[str, str]) -> None:
+    """``bench/results/worker_paths.json``: each path's figures and its ratios to the baseline."""
+    base = _baseline(results)
+    paths = {
+        r.path: dataclasses.asdict(r)
+        | {
+            "limit": r.limit(),
+            "rate_ratio": round(r.burst_rate / base.burst_rate, 2),
+            "p50_ratio": round(r.burst_p50 / base.burst_p50, 2),
+        }
+        for r in results
+    }
+    limits = "; ".join(f"{r.path}: {r.limit()}" for r in results)
+    bench_results.write(
+        "worker_paths", settings=settings, limit=limits, figures={"baseline": base.path, "paths": paths}
     )
 
 
 def report(results: list[Result]) -> None:
-    base = next((r for r in results if r.path == "in-process"), results[0])
+    base = _baseline(results)
     print(f"\n{CORES} cores. Burst: ratios against '{base.path}' of this run.")
     print(
         f"{'path':12} {'idle p50':>9} {'orders/s':>9} {'x':>5} {'burst p50':>10} {'x':>5}"
@@ -125,12 +154,15 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--paths", default="in-process,1,2", help="in-process and/or worker process counts")
     parser.add_argument("--set", type=_setting, action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--json", action="store_true", help="write bench/results/worker_paths.json")
     args = parser.parse_args()
     results = []
     for path in args.paths.split(","):
         progress(f"{path}: starting the stack")
         results.append(run_path(path, args))
     report(results)
+    if args.json:
+        record(results, SETTINGS | dict(args.set) | {"burst": str(args.burst), "idle": str(args.idle)})
     return 0
 
 

@@ -76,8 +76,9 @@ def _columns(record: StateRecord) -> tuple[Any, ...]:
 
 
 class SqliteStateStore:
-    def __init__(self, path: str | Path) -> None:
-        self._db = SqliteDatabase(path, SCHEMA, synchronous="NORMAL")
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
+        """``synchronous``: FULL only for bench.sqlite_writers, which measures what NORMAL saves."""
+        self._db = SqliteDatabase(path, SCHEMA, synchronous=synchronous)
 
     @property
     def database(self) -> SqliteDatabase:

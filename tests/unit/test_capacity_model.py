@@ -1,15 +1,17 @@
 """The capacity model's arithmetic (bench.capacity_model): Little's law for the in-flight cap,
-each service's ceiling, the first bottleneck, and the cost of a million orders."""
+each service's ceiling, the first bottleneck, the hot slots item, and the cost of a million orders."""
 
 import pytest
 
 from bench.capacity_model import (
     Limit,
     Price,
+    cap_where_item_binds,
     ceiling,
     cost_per_million,
     drain,
     first_bottleneck,
+    hot_item_ceiling,
     ru_per_order,
     within,
 )
@@ -53,3 +55,18 @@ def test_cost_per_million_orders_by_price() -> None:
     ]
     costs = cost_per_million({"RU": 100, "tx": 40}, prices)
     assert costs == pytest.approx({"RU": 25.0, "tx": 160.0, "total": 185.0})
+
+
+def test_a_hot_item_allows_its_partitions_throughput_over_what_an_order_spends_on_it() -> None:
+    assert hot_item_ceiling(10_000, 40) == 250
+    with pytest.raises(ValueError):
+        hot_item_ceiling(10_000, 0)
+
+
+def test_the_cap_stops_paying_where_its_drain_meets_the_items_falling_ceiling() -> None:
+    # An item whose writes cost 1 RU per slot: 10,000 / cap orders a second; cap / 4 meets it at 200.
+    cap, rate = cap_where_item_binds(4.0, lambda cap: hot_item_ceiling(10_000, cap))
+    assert (cap, rate) == (200, 50.0)
+    assert drain(cap - 1, 4.0) < hot_item_ceiling(10_000, cap - 1)
+    with pytest.raises(ValueError):
+        cap_where_item_binds(4.0, lambda cap: 1e9, highest=10)
