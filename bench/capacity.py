@@ -162,12 +162,22 @@ def limits() -> list[Limit]:
 
 
 # List prices, USD, as read on the date given. The stored copies of Azure's pricing pages render
-# no figures (they are filled in by script), so each is the repository's cost note
-# (docs/deploying.md "Cost notes") and is to be checked on the page before it is relied on.
+# no figures (they are filled in by script: "$-"), so no rate here is verified against a published
+# page; each Price says what a stored page does confirm. They are the repository's cost notes
+# (docs/deploying.md "Cost notes"): check them on the page before relying on them.
 _DATE = "2026-12-02"
 _PRICING = "https://azure.microsoft.com/pricing/details"
+_NO_FIGURE = "the rate not verified: the stored copy of the pricing page renders no figures"
 PRICES = [
-    Price("Cosmos DB serverless", "RU", 0.25, 1_000_000, f"{_PRICING}/cosmos-db/serverless/", _DATE),
+    Price(
+        "Cosmos DB serverless",
+        "RU",
+        0.25,
+        1_000_000,
+        f"{_PRICING}/cosmos-db/serverless/",
+        _DATE,
+        f"{_NO_FIGURE}; billing per RU consumed is (https://learn.microsoft.com/azure/cosmos-db/serverless)",
+    ),
     Price(
         "Service Bus Standard (13 M-100 M tier)",
         "Service Bus operations",
@@ -175,6 +185,8 @@ PRICES = [
         1_000_000,
         f"{_PRICING}/service-bus/",
         _DATE,
+        f"{_NO_FIGURE}; the tiers are (the first 13 M operations a month included, then 13 M-100 M;"
+        " an operation is any API call), on the same page",
     ),
     Price(
         "Azure Storage transactions (queues and tables)",
@@ -183,8 +195,18 @@ PRICES = [
         10_000,
         f"{_PRICING}/storage/queues/",
         _DATE,
+        f"{_NO_FIGURE}; no stored page confirms it",
     ),
-    Price("Flex Consumption executions", "executions", 0.40, 1_000_000, f"{_PRICING}/functions/", _DATE),
+    Price(
+        "Flex Consumption executions",
+        "executions",
+        0.40,
+        1_000_000,
+        f"{_PRICING}/functions/",
+        _DATE,
+        f"{_NO_FIGURE}; billing per execution, beyond a monthly free grant on demand, is"
+        " (https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs)",
+    ),
 ]
 
 

@@ -37,7 +37,8 @@ class Ceiling:
 
 @dataclass(frozen=True)
 class Price:
-    """``usd`` per ``per`` units of ``unit``, as listed on ``source`` on ``as_of``."""
+    """``usd`` per ``per`` units of ``unit``, as listed on ``source`` on ``as_of``; ``checked``
+    says what of it a stored copy of a published page confirms, and what it does not."""
 
     service: str
     unit: str
@@ -45,6 +46,7 @@ class Price:
     per: float
     source: str
     as_of: str
+    checked: str
 
 
 def drain(cap: int, attempt_seconds: float) -> float:

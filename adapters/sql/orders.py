@@ -222,6 +222,10 @@ def sqlite_orders_repository(path: str | Path) -> SqlOrdersRepository:
         # Pooled: used by one thread at a time, but not always the one that opened it.
         conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys=ON")
+        # NORMAL (WAL), as the state store beside it: every submission writes here, and FULL's
+        # fsync inside the write lock was what a burst's worker processes waited on next
+        # (docs/capacity.md). A killed process loses no commit (tests/contract/test_state_store_kill.py).
+        conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
     setup = connect()

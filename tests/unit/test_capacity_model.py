@@ -50,8 +50,8 @@ def test_request_units_weigh_each_call_and_ignore_what_is_not_the_store() -> Non
 
 def test_cost_per_million_orders_by_price() -> None:
     prices = [
-        Price("db", "RU", 0.25, 1_000_000, "https://example.invalid", "2026-12-02"),
-        Price("queue", "tx", 0.04, 10_000, "https://example.invalid", "2026-12-02"),
+        Price("db", "RU", 0.25, 1_000_000, "https://example.invalid", "2026-12-02", "not"),
+        Price("queue", "tx", 0.04, 10_000, "https://example.invalid", "2026-12-02", "not"),
     ]
     costs = cost_per_million({"RU": 100, "tx": 40}, prices)
     assert costs == pytest.approx({"RU": 25.0, "tx": 160.0, "total": 185.0})
