@@ -58,6 +58,12 @@ class Result:
             return "devhost's process at its CPU ceiling"
         if self.host_cores + self.worker_cores >= 0.9 * CORES:
             return f"the machine's {CORES} cores"
+        if self.load_1min >= CORES:
+            # Other work on the machine holds the cores these processes did not get.
+            return (
+                f"the {CORES} cores, shared with other work (load {self.load_1min} at the start):"
+                f" this path's processes got {self.host_cores + self.worker_cores:.2f} of them"
+            )
         return "not CPU: the claim rate, the in-flight cap or the agents"
 
 
@@ -116,7 +122,7 @@ def record(results: list[Result], settings: dict[str, str]) -> None:
     """``bench/results/worker_paths.json``: each path's figures and its ratios to the baseline."""
     base = _baseline(results)
     paths = {
-        r.path: dataclasses.asdict(r)
+        r.path: {k: round(v, 3) if isinstance(v, float) else v for k, v in dataclasses.asdict(r).items()}
         | {
             "limit": r.limit(),
             "rate_ratio": round(r.burst_rate / base.burst_rate, 2),
