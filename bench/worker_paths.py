@@ -9,7 +9,9 @@ Each path gets a fresh embedded stack (``demo.stack``: simulator with no faults,
 a warm-up order, ``--idle`` orders one at a time, then a burst of ``--burst``. It prints, per
 path: idle p50, burst orders/s and p50, CPU ms per order of devhost's own process and of its
 worker processes (from ``/proc``), and the ratios against the in-process baseline of the same
-run. It names the limit each burst hit: a process at its CPU ceiling (>= 0.9 of a core), the
+run, and each path's CPU ceiling: the orders a second its CPU per order would allow on the
+machine's cores with nothing else running (``Result.cpu_ceiling``), which a loaded machine's
+rates cannot show. It names the limit each burst hit: a process at its CPU ceiling (>= 0.9 of a core), the
 machine's cores, or neither (then the wait is elsewhere: the claim rate, the in-flight cap, the
 agents). Settings are the embedded profile's, as ``bench.happy_path`` runs them. ``--json``
 writes ``bench/results/worker_paths.json`` (the settings, the machine's load at each path's start,
@@ -52,6 +54,15 @@ class Result:
     host_cores: float  # cores used over the burst
     worker_cores: float
     load_1min: float  # the machine's load at the path's start: other work shares the cores
+
+    def cpu_ceiling(self) -> float:
+        """Orders a second this path's CPU per order allows on the machine's cores with nothing
+        else running: each process is one core at most (the GIL), the worker processes share
+        the order's worker CPU, and all of them together share the cores."""
+        ceilings = [1000 / self.host_ms, CORES * 1000 / (self.host_ms + self.worker_ms)]
+        if self.path != "in-process":
+            ceilings.append(int(self.path) * 1000 / self.worker_ms)
+        return min(ceilings)
 
     def limit(self) -> str:
         if self.host_cores >= 0.9:
@@ -127,6 +138,8 @@ def record(results: list[Result], settings: dict[str, str]) -> None:
             "limit": r.limit(),
             "rate_ratio": round(r.burst_rate / base.burst_rate, 2),
             "p50_ratio": round(r.burst_p50 / base.burst_p50, 2),
+            "cpu_ceiling": round(r.cpu_ceiling(), 1),
+            "cpu_ceiling_ratio": round(r.cpu_ceiling() / base.cpu_ceiling(), 2),
         }
         for r in results
     }
@@ -141,14 +154,15 @@ def report(results: list[Result]) -> None:
     print(f"\n{CORES} cores. Burst: ratios against '{base.path}' of this run.")
     print(
         f"{'path':12} {'idle p50':>9} {'orders/s':>9} {'x':>5} {'burst p50':>10} {'x':>5}"
-        f" {'host ms/o':>10} {'workers ms/o':>13} {'cores h+w':>10}  limit"
+        f" {'host ms/o':>10} {'workers ms/o':>13} {'cores h+w':>10} {'cpu ceil':>9} {'x':>5}  limit"
     )
     for r in results:
         rate, p50 = r.burst_rate / base.burst_rate, r.burst_p50 / base.burst_p50
         print(
             f"{r.path:12} {r.idle_p50 * 1000:7.0f}ms {r.burst_rate:9.1f} {rate:5.2f}"
             f" {r.burst_p50:9.2f}s {p50:5.2f} {r.host_ms:10.1f} {r.worker_ms:13.1f}"
-            f" {r.host_cores:4.2f}+{r.worker_cores:4.2f}  {r.limit()}",
+            f" {r.host_cores:4.2f}+{r.worker_cores:4.2f} {r.cpu_ceiling():9.1f}"
+            f" {r.cpu_ceiling() / base.cpu_ceiling():5.2f}  {r.limit()}",
             flush=True,
         )
 
