@@ -108,21 +108,13 @@ def create_orders_schema(settings: Settings) -> list[str]:
     return embedded_profile.create_orders_schema(settings)
 
 
-LOCAL_SERVICEBUS = "local"
-
-
 class Messaging(MessageSender, MessageSettlement, Protocol):
     pass
 
 
-def uses_local_bus(settings: Settings) -> bool:
-    connection = settings.servicebus_connection
-    return connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection)
-
-
 def _messaging(settings: Settings, clock: Clock) -> Messaging:
     """The local bus when ``ServiceBusConnection`` is "local", else Service Bus itself."""
-    if uses_local_bus(settings):
+    if settings.uses_local_bus:
         if settings.profile == "azure":
             raise SettingsError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
         from adapters.servicebus.local_messaging import LocalMessaging  # noqa: PLC0415 - local only
