@@ -134,6 +134,11 @@ def _queue_depth(settings: Settings, messaging: Messaging) -> QueueDepth | None:
     return azure_profile.queue_depth(settings)
 
 
+def quiet_outages(clock: Clock) -> OutageMonitor:
+    """The outage monitor of an operator's tool: it knows what is down, and tells no one."""
+    return OutageMonitor(clock, silent)
+
+
 def build_ports(settings: Settings, clock: Clock, *, notes: bool = True) -> Ports:
     """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
     within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``; the first such
@@ -151,7 +156,7 @@ def build_ports(settings: Settings, clock: Clock, *, notes: bool = True) -> Port
             _outage_alert(messaging, settings, clock, "DependencyRecovered"),
         )
         if notes
-        else OutageMonitor(clock, silent)
+        else quiet_outages(clock)
     )
 
     def shield[T](dependency: str, build: Callable[[], T]) -> T:

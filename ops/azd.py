@@ -282,10 +282,10 @@ class Deployment:
 
         from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
         from adapters.resilience import guard  # noqa: PLC0415
-        from bootstrap import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, retry_policy  # noqa: PLC0415
+        from bootstrap import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, quiet_outages, retry_policy  # noqa: PLC0415
 
         settings = self.store_settings
-        policy, quiet = retry_policy(settings), _NoAlerts()
+        policy, quiet = retry_policy(settings), quiet_outages(host_clock())
         connection_string, credential = self.sql_connection_string, DefaultAzureCredential()
         return Ports(
             settings=settings,
@@ -309,20 +309,6 @@ class Deployment:
             leader=_NoLease(),
             instance_name="ops --azd",
         )
-
-
-class _NoAlerts:
-    """An outage observer that tells no one: the deployment's operators are not alerted because
-    one operator's laptop lost its connection."""
-
-    def unavailable(self, dependency: str, error: BaseException) -> None:
-        return None
-
-    def available(self, dependency: str) -> None:
-        return None
-
-    def is_down(self, dependency: str) -> bool:
-        return False
 
 
 class _NoLease:
