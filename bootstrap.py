@@ -20,6 +20,14 @@ from adapters.entra_tokens import EntraTokens
 from adapters.profiles import StoreBuilders
 from adapters.resilience import RetryPolicy, guard
 from adapters.sqlite.lease import SqliteLeaderLease
+from domain.dependencies import (
+    COMPENSATION_LOG,
+    LEASE_STORE,
+    ORDERS_DB,
+    RECOVERY_INDEX,
+    SERVICE_BUS,
+    STATE_STORE,
+)
 from domain.ports import (
     Clock,
     LeaderLease,
@@ -40,12 +48,6 @@ INSTANCE_NAME = f"{socket.gethostname()}:{os.getpid()}"
 
 
 # The names operators see in alerts and logs ("the orders database is unavailable: ...").
-ORDERS_DB = "orders database"
-STATE_STORE = "state store"
-RECOVERY_INDEX = "recovery index"
-COMPENSATION_LOG = "compensation log"
-SERVICE_BUS = "Service Bus"
-LEASE_STORE = "lease store"
 
 
 def silent(dependency: str, reason: str, since: datetime) -> None:
