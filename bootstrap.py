@@ -20,6 +20,14 @@ from adapters.entra_tokens import EntraTokens
 from adapters.profiles import StoreBuilders
 from adapters.resilience import RetryPolicy, guard
 from adapters.sqlite.lease import SqliteLeaderLease
+from domain.dependencies import (
+    COMPENSATION_LOG,
+    LEASE_STORE,
+    ORDERS_DB,
+    RECOVERY_INDEX,
+    SERVICE_BUS,
+    STATE_STORE,
+)
 from domain.ports import (
     Clock,
     LeaderLease,
@@ -40,12 +48,6 @@ INSTANCE_NAME = f"{socket.gethostname()}:{os.getpid()}"
 
 
 # The names operators see in alerts and logs ("the orders database is unavailable: ...").
-ORDERS_DB = "orders database"
-STATE_STORE = "state store"
-RECOVERY_INDEX = "recovery index"
-COMPENSATION_LOG = "compensation log"
-SERVICE_BUS = "Service Bus"
-LEASE_STORE = "lease store"
 
 
 def silent(dependency: str, reason: str, since: datetime) -> None:
@@ -108,21 +110,13 @@ def create_orders_schema(settings: Settings) -> list[str]:
     return embedded_profile.create_orders_schema(settings)
 
 
-LOCAL_SERVICEBUS = "local"
-
-
 class Messaging(MessageSender, MessageSettlement, Protocol):
     pass
 
 
-def uses_local_bus(settings: Settings) -> bool:
-    connection = settings.servicebus_connection
-    return connection == LOCAL_SERVICEBUS or (settings.profile == "embedded" and not connection)
-
-
 def _messaging(settings: Settings, clock: Clock) -> Messaging:
     """The local bus when ``ServiceBusConnection`` is "local", else Service Bus itself."""
-    if uses_local_bus(settings):
+    if settings.uses_local_bus:
         if settings.profile == "azure":
             raise SettingsError("the azure profile needs Service Bus: ServiceBusConnection cannot be 'local'")
         from adapters.servicebus.local_messaging import LocalMessaging  # noqa: PLC0415 - local only
@@ -142,6 +136,11 @@ def _queue_depth(settings: Settings, messaging: Messaging) -> QueueDepth | None:
     return azure_profile.queue_depth(settings)
 
 
+def quiet_outages(clock: Clock) -> OutageMonitor:
+    """The outage monitor of an operator's tool: it knows what is down, and tells no one."""
+    return OutageMonitor(clock, silent)
+
+
 def build_ports(settings: Settings, clock: Clock, *, notes: bool = True) -> Ports:
     """Every port behind the transient-fault policy (``adapters.resilience``): each call retries
     within ``SAS_RETRY_BUDGET_SECONDS``, then raises ``DependencyUnavailable``; the first such
@@ -159,7 +158,7 @@ def build_ports(settings: Settings, clock: Clock, *, notes: bool = True) -> Port
             _outage_alert(messaging, settings, clock, "DependencyRecovered"),
         )
         if notes
-        else OutageMonitor(clock, silent)
+        else quiet_outages(clock)
     )
 
     def shield[T](dependency: str, build: Callable[[], T]) -> T:

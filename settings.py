@@ -45,9 +45,42 @@ def settings_from_env[S: BaseModel](model: type[S], env: Mapping[str, str]) -> S
         raise SettingsError(f"invalid settings: {problems}") from None
 
 
-class Settings(BaseModel):
+# ServiceBusConnection's value for devhost's own Service Bus, a SQLite file (the local bus).
+LOCAL_SERVICEBUS = "local"
+
+
+def is_local_bus(connection: str | None, namespace: str | None, *, unset_is_local: bool) -> bool:
+    """Whether Service Bus is the local bus: the one rule of the app, the agent and devhost's
+    triggers. A namespace (identity-based connection) is always Service Bus itself."""
+    if namespace:
+        return False
+    if not connection:
+        return unset_is_local
+    return connection == LOCAL_SERVICEBUS
+
+
+class ServiceBusSettings(BaseModel):
+    """Where Service Bus is, for the app and the agent alike."""
+
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
+    # "local" is devhost's Service Bus at LOCAL_SERVICEBUS_PATH; a connection string is a local
+    # broker or the emulator; in Azure the namespace, reached with a managed identity.
+    servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
+    servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
+    local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
+
+    def _unset_is_local(self) -> bool:
+        # The agent's default: with no Service Bus setting it runs beside devhost.
+        return True
+
+    @property
+    def uses_local_bus(self) -> bool:
+        connection, namespace = self.servicebus_connection, self.servicebus_namespace
+        return is_local_bus(connection, namespace, unset_is_local=self._unset_is_local())
+
+
+class Settings(ServiceBusSettings):
     profile: Literal["embedded", "emulators", "azure"] = Field("embedded", alias="SAS_PROFILE")
     # emulators and azure profiles: where the stores are (docs/local-stack.md "Profiles"). Identity-based in
     # Azure (an endpoint plus a managed identity's client ID); keys only for local emulators.
@@ -68,9 +101,6 @@ class Settings(BaseModel):
     )
     tables_connection: str | None = Field(None, alias="CompensationLogConnection")
     tables_endpoint: str | None = Field(None, alias="CompensationLogConnection__tableServiceUri")
-    # "local" is devhost's Service Bus; a connection string is a local broker or the emulator.
-    servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
-    servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
     # E16: the front end verifies each caller's Entra access token itself (services/frontend.py):
     # v2.0 tokens of this tenant (issuer <authority>/<tenant>/v2.0, signing keys from that issuer's
     # OpenID configuration) for this audience, the front end's application (client) ID. Only the
@@ -85,7 +115,6 @@ class Settings(BaseModel):
     )
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
     data_dir: str = Field(DEFAULT_DATA_DIR, alias="SAS_DATA_DIR", min_length=1)
-    local_servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
     orders_queue: str = Field("orders", alias="SAS_ORDERS_QUEUE")
     # MaxDeliveryCount of the orders queue: on the last delivery a submission that still fails
     # is dead-lettered by the app itself, with the error and an alert, not silently by the broker.
@@ -199,6 +228,10 @@ class Settings(BaseModel):
         if self.postpone_max_seconds < self.postpone_first_seconds:
             raise ValueError("SAS_POSTPONE_MAX_SECONDS must be at least SAS_POSTPONE_FIRST_SECONDS")
         return self
+
+    def _unset_is_local(self) -> bool:
+        # Only the embedded profile may leave ServiceBusConnection unset; the others name it.
+        return self.profile == "embedded"
 
     @property
     def postponement(self) -> Postponement:

@@ -59,13 +59,30 @@ def load_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None 
 
 
 def resolve_paths(app_dir: Path, env: MutableMapping[str, str]) -> None:
-    """Each relative ``PATH_SETTINGS`` value in ``env`` made absolute in ``app_dir``."""
+    """Each relative ``PATH_SETTINGS`` value in ``env`` made absolute in ``app_dir``, and the
+    SQLite ODBC driver's ``Database=`` file in ``SqlConnection`` too: it is a path as well."""
     for name in PATH_SETTINGS:
         value = env.get(name)
         if value:
-            path = Path(value).expanduser()
-            if not path.is_absolute():
-                env[name] = str(app_dir.resolve() / path)
+            env[name] = _in_app_dir(app_dir, value)
+    connection = env.get("SqlConnection")
+    if connection and env.get("SAS_SQL_DIALECT") == "sqlite-odbc":
+        env["SqlConnection"] = _sqlite_database_in_app_dir(app_dir, connection)
+
+
+def _in_app_dir(app_dir: Path, value: str) -> str:
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else app_dir.resolve() / path)
+
+
+def _sqlite_database_in_app_dir(app_dir: Path, connection: str) -> str:
+    """``Database=`` (any case) of an ODBC connection string, absolute; the rest as written."""
+    parts = []
+    for part in connection.split(";"):
+        key, sep, value = part.partition("=")
+        is_file = sep and key.strip().lower() == "database" and value.strip()
+        parts.append(f"{key}={_in_app_dir(app_dir, value.strip())}" if is_file else part)
+    return ";".join(parts)
 
 
 def _read_values(app_dir: Path, env: Mapping[str, str]) -> dict[str, str]:

@@ -24,8 +24,8 @@ from settings import SettingsError
 
 
 def _messaging(settings: AgentSettings) -> LocalAgentMessaging | ServiceBusAgentMessaging:
-    if settings.uses_local_servicebus:
-        bus = LocalServiceBus(settings.servicebus_path)
+    if settings.uses_local_bus:
+        bus = LocalServiceBus(settings.local_servicebus_path)
         return LocalAgentMessaging(bus, settings.requests_queue, settings.replies_queue)
     client = async_servicebus_client(
         settings.servicebus_connection,

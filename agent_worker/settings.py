@@ -3,15 +3,13 @@
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, Field
 
 from adapters.servicebus.messages import RECEIVE_WAIT_SECONDS
-from settings import settings_from_env
+from settings import ServiceBusSettings, settings_from_env
 
 
-class AgentSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
+class AgentSettings(ServiceBusSettings):
     remote_url: str = Field("http://127.0.0.1:7081", alias="AGENT_REMOTE_URL")
     # The App ID URI (api://<client ID>) of the remote service's Entra registration: when set, each
     # call carries the agent identity's token for it (agent_worker/remote.py). Unset or '' (every
@@ -19,12 +17,7 @@ class AgentSettings(BaseModel):
     remote_audience: Annotated[str | None, BeforeValidator(lambda v: None if v == "" else v)] = Field(
         None, alias="AGENT_REMOTE_AUDIENCE"
     )
-    # "local" (or unset) is devhost's Service Bus at LOCAL_SERVICEBUS_PATH; a connection string
-    # is a local broker; in Azure the namespace, reached with the agent's managed identity.
-    servicebus_connection: str | None = Field(None, alias="ServiceBusConnection")
-    servicebus_namespace: str | None = Field(None, alias="ServiceBusConnection__fullyQualifiedNamespace")
     managed_identity_client_id: str | None = Field(None, alias="AZURE_CLIENT_ID")
-    servicebus_path: str = Field(".devhost/servicebus.db", alias="LOCAL_SERVICEBUS_PATH")
     requests_queue: str = Field("agent-requests", alias="SAS_AGENT_REQUESTS_QUEUE")
     replies_queue: str = Field("agent-replies", alias="SAS_AGENT_REPLIES_QUEUE")
     concurrency: int = Field(8, alias="AGENT_CONCURRENCY", ge=1, le=256)
@@ -45,10 +38,6 @@ class AgentSettings(BaseModel):
     def idle_wait(self) -> float:
         """The idle receive's wait, within the shutdown grace (and never under the busy wait)."""
         return max(RECEIVE_WAIT_SECONDS, min(self.idle_receive_wait_seconds, self.shutdown_grace_seconds))
-
-    @property
-    def uses_local_servicebus(self) -> bool:
-        return not self.servicebus_namespace and self.servicebus_connection in (None, "local")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "AgentSettings":

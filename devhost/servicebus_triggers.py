@@ -23,10 +23,10 @@ from devhost.indexing import FunctionSpec
 from devhost.polling import Invoke
 from devhost.settings import SettingsError
 from devhost.worker import InvocationFailed
+from settings import LOCAL_SERVICEBUS, is_local_bus
 
 log = logging.getLogger("devhost")
 
-LOCAL_SERVICEBUS = "local"
 # How often the bus watcher reads the local bus file's commit counter (what ``wait_for_commit``
 # reads): a message hop waits half of it on average. 10 ms matches the eight 50 ms pollers per
 # queue it replaces (the first of eight random phases came after ~6 ms) at a sixth of their idle
@@ -243,11 +243,14 @@ def _check_declared(specs: Sequence[FunctionSpec], bus: TriggerBus, config_path:
 
 
 def _connection(spec: FunctionSpec, env: Mapping[str, str]) -> str:
+    """The connection a trigger names: ``local``, a connection string or a namespace."""
     name = str(spec.trigger.get("connection") or "")
-    value = env.get(name) or env.get(f"{name}__fullyQualifiedNamespace")
-    if not value:
+    connection, namespace = env.get(name), env.get(f"{name}__fullyQualifiedNamespace")
+    if not connection and not namespace:
         raise SettingsError(f"function {spec.name}: connection setting {name!r} is not set")
-    return value
+    if is_local_bus(connection, namespace, unset_is_local=False):
+        return LOCAL_SERVICEBUS
+    return str(namespace or connection)
 
 
 def _open_bus(

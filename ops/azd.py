@@ -36,6 +36,7 @@ from dotenv.parser import parse_stream
 
 from adapters.clock import host_clock
 from domain.apps import SubmittingApp
+from domain.dependencies import COMPENSATION_LOG, ORDERS_DB, SERVICE_BUS, STATE_STORE
 from domain.errors import DependencyUnavailable
 from domain.ports import InsertOutcome, OrderRow, OrdersRepository
 from ops import github_oidc
@@ -282,10 +283,10 @@ class Deployment:
 
         from adapters import azure_profile  # noqa: PLC0415 - the Azure SDKs
         from adapters.resilience import guard  # noqa: PLC0415
-        from bootstrap import COMPENSATION_LOG, ORDERS_DB, STATE_STORE, retry_policy  # noqa: PLC0415
+        from bootstrap import quiet_outages, retry_policy  # noqa: PLC0415
 
         settings = self.store_settings
-        policy, quiet = retry_policy(settings), _NoAlerts()
+        policy, quiet = retry_policy(settings), quiet_outages(host_clock())
         connection_string, credential = self.sql_connection_string, DefaultAzureCredential()
         return Ports(
             settings=settings,
@@ -309,20 +310,6 @@ class Deployment:
             leader=_NoLease(),
             instance_name="ops --azd",
         )
-
-
-class _NoAlerts:
-    """An outage observer that tells no one: the deployment's operators are not alerted because
-    one operator's laptop lost its connection."""
-
-    def unavailable(self, dependency: str, error: BaseException) -> None:
-        return None
-
-    def available(self, dependency: str) -> None:
-        return None
-
-    def is_down(self, dependency: str) -> bool:
-        return False
 
 
 class _NoLease:
@@ -350,16 +337,16 @@ class _OrdersAsDeployer:
         try:
             yield
         except ImportError as error:  # pyodbc needs unixODBC's driver manager
-            raise DependencyUnavailable("orders database", f"pyodbc: {error}") from None
+            raise DependencyUnavailable(ORDERS_DB, f"pyodbc: {error}") from None
         except ClientAuthenticationError as error:
             raise DependencyUnavailable(
-                "orders database", f"no Entra token for Azure SQL (az login): {error.message}"
+                ORDERS_DB, f"no Entra token for Azure SQL (az login): {error.message}"
             ) from None
         except Exception as error:
             if type(error).__module__ != "pyodbc":
                 raise
             said = " ".join(str(error).split())[:300]
-            raise DependencyUnavailable("orders database", f"Azure SQL as the deployer: {said}") from None
+            raise DependencyUnavailable(ORDERS_DB, f"Azure SQL as the deployer: {said}") from None
 
     def insert_if_absent(self, order: OrderRow) -> InsertOutcome:
         with self._signed_in():
@@ -375,9 +362,9 @@ class _OrdersAsDeployer:
 
 
 # Which store refused the deployer, and the role it needs there.
-COSMOS_READER = ("state store", "Cosmos DB", "Cosmos DB Built-in Data Reader on the state database")
+COSMOS_READER = (STATE_STORE, "Cosmos DB", "Cosmos DB Built-in Data Reader on the state database")
 TABLE_READER = (
-    "compensation log",
+    COMPENSATION_LOG,
     "the compensation log's storage",
     "Storage Table Data Reader on its table",
 )
@@ -423,7 +410,7 @@ def _servicebus_errors(queue: str) -> Iterator[None]:
     except (ServiceBusAuthenticationError, ServiceBusAuthorizationError, ClientAuthenticationError) as no:
         raise Refused(f"Service Bus refused the deployer on {queue!r} (az login; its roles): {no}") from None
     except AzureError as error:
-        raise DependencyUnavailable("Service Bus", str(error)) from None
+        raise DependencyUnavailable(SERVICE_BUS, str(error)) from None
 
 
 class DeployedQueues:

@@ -6,7 +6,6 @@ import sqlite3
 from pathlib import Path
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from bootstrap import uses_local_bus
 from settings import Settings
 
 # Where `make run PROFILE=emulators` writes its settings (demo/emulators.py, --workdir's default).
@@ -20,7 +19,7 @@ class NotStarted(Exception):
 def require_started(settings: Settings, app_dir: Path) -> None:
     """devhost declares the queues on the local bus when it starts: none there, it never ran. The
     azure profile has no local stack (on the local bus it is a settings error, said by bootstrap)."""
-    if settings.profile == "azure" or not uses_local_bus(settings):
+    if settings.profile == "azure" or not settings.uses_local_bus:
         return
     if _declared(Path(settings.local_servicebus_path), settings.orders_queue):
         return

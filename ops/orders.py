@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from domain.dependencies import COMPENSATION_LOG, ORDERS_DB
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import START_STEP, StateRecord
 from domain.states import ProcessState
@@ -110,21 +111,21 @@ def timeline(ports: Ports, out: Output, order_id: str, browser: queues.QueueBrow
         row = ports.orders.get(order_id)
     except DependencyUnavailable as unread:
         row = None
-        event(None, "orders database", f"not read: {unread.detail}")
+        event(None, ORDERS_DB, f"not read: {unread.detail}")
     if stored is None and row is None:
         raise Refused(f"no order {order_id!r}")
     if row is not None:
-        event(row.CreatedAt, "orders database", f"received: {len(row.Lines)} line(s), total {row.Total}")
-        event(row.UpdatedAt, "orders database", f"status {row.Status}")
+        event(row.CreatedAt, ORDERS_DB, f"received: {len(row.Lines)} line(s), total {row.Total}")
+        event(row.UpdatedAt, ORDERS_DB, f"status {row.Status}")
     if stored is not None:
         record = stored.record
         event(record.CreatedAt, "state record", "created (Pending)")
         event(record.UpdatedAt, "state record", _progress(record))
     for entry in ports.compensation_log.entries(order_id):
-        event(entry.RecordedAt, "compensation log", f"{entry.Step} done: undo with {entry.Action}")
+        event(entry.RecordedAt, COMPENSATION_LOG, f"{entry.Step} done: undo with {entry.Action}")
         if entry.Outcome is not None:
             outcome = f"{entry.Action}: {entry.Outcome}" + (f" ({entry.Error})" if entry.Error else "")
-            event(entry.OutcomeAt, "compensation log", outcome)
+            event(entry.OutcomeAt, COMPENSATION_LOG, outcome)
     browser = browser or queues.browser(ports)
 
     def bodies(name: str) -> list[dict[str, Any]]:

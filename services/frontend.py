@@ -19,6 +19,7 @@ from domain.admission import Backlog
 from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, SubmittingApp, authorised_app
 from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
+from domain.record import START_STEP
 from domain.states import ProcessState
 from services.context import Ports
 from services.submit_order import conflict_detail
@@ -172,7 +173,8 @@ def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> 
             "CompletedSteps": list(record.CompletedSteps),
             "CompensatedSteps": list(record.CompensatedSteps),
             "CurrentStep": record.CurrentStep,
-            "FailedStep": record.FailedStep,
+            # The record's "$start" (failed before its first step) is a storage detail: null.
+            "FailedStep": None if record.FailedStep == START_STEP else record.FailedStep,
             "LastError": record.LastError,
             # A record held for its order row has no time to name: it waits on the database.
             "NotBefore": None

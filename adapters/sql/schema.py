@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from adapters.sql.pool import Connection
+from domain.dependencies import ORDERS_DB
 from domain.errors import DependencyUnavailable
 
-ORDERS_DB = "orders database"
 SCHEMA_COMMAND = "python -m ops schema"
 LOCAL_DIALECTS = frozenset({"sqlite", "sqlite-odbc", "postgresql"})
 

@@ -55,6 +55,19 @@ def test_relative_paths_in_the_settings_are_the_app_directorys(app_dir: Path) ->
     assert DevhostConfig.from_env(app_dir, env).data_dir == app_dir / ".devhost"
 
 
+def test_a_relative_sqlite_odbc_database_is_the_app_directorys(app_dir: Path) -> None:
+    odbc = "Driver={SQLite3};database=.data/orders.db;Timeout=5000"
+    env = {"SAS_SQL_DIALECT": "sqlite-odbc", "SqlConnection": odbc}
+    load_local_settings(app_dir, env)
+    assert (
+        env["SqlConnection"] == f"Driver={{SQLite3}};database={app_dir / '.data' / 'orders.db'};Timeout=5000"
+    )
+    # Another dialect's Database= is a database's name on a server, not a file.
+    server = {"SAS_SQL_DIALECT": "postgresql", "SqlConnection": "Driver={PostgreSQL Unicode};Database=orders"}
+    load_local_settings(app_dir, server)
+    assert server["SqlConnection"] == "Driver={PostgreSQL Unicode};Database=orders"
+
+
 def test_a_store_inside_the_rebuilt_package_is_refused(app_dir: Path) -> None:
     env = {"SAS_DATA_DIR": ".devhost/wwwroot/.data"}
     load_local_settings(app_dir, env)
