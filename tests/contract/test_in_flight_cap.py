@@ -120,6 +120,29 @@ def test_an_attempt_the_supervisor_recovers_frees_its_slot_at_once(state_store: 
     assert len(state_store.slots_acquired()) == 1
 
 
+def test_a_claimer_that_died_before_its_write_blocks_that_attempt_only_for_the_grace(
+    state_store: StateStore,
+) -> None:
+    """A claimer took o-1's slot for its next attempt and died (devhost SIGKILLed) before it
+    wrote the claim. Every later claimer of o-1 computes the same attempt: HELD while the dead
+    one may still write, then the slot is taken over, with the cap far from full. Only a full
+    cap swept stale slots, so o-1 stayed Pending for good: the order a loaded make demo left
+    unfinished (app-a-0122)."""
+    clock = ManualClock(T0)
+    stored = state_store.create_if_absent(pending("o-1", T0)).stored
+    holder = transitions.claim(stored.record, now=T0, policy=POLICY).LockedBy
+    assert holder is not None
+    assert (
+        state_store.acquire_slot(Slot(holder, "o-1", T0, T0 - SLOT_GRACE), limit=CAP) is SlotOutcome.GRANTED
+    )
+    assert claim_one(state_store, clock, POLICY, stored, max_in_flight=CAP) is None  # it may still write
+    assert claim_pending(state_store, clock, POLICY, max_in_flight=CAP, batch_size=CAP).claims == []
+    clock.advance(SLOT_GRACE + timedelta(seconds=1))
+    claimed = claim_pending(state_store, clock, POLICY, max_in_flight=CAP, batch_size=CAP).claims
+    assert [c.instance_id for c in claimed] == [holder]
+    assert len(state_store.slots_acquired()) == 1  # taken over, not added
+
+
 def test_a_record_locked_before_the_cap_existed_holds_a_slot(state_store: StateStore) -> None:
     state_store.create_if_absent(processing("busy", T0))
     stored = state_store.create_if_absent(pending("o-1", T0)).stored
