@@ -97,7 +97,10 @@ class StateStore(Protocol):
         """Take one of ``limit`` in-flight slots for ``slot.holder``, atomically with every other
         claimer (C3's hard cap). ``release`` first frees the slot of an
         attempt that just ended, in the same write (a hand-over). When full, holders acquired
-        before ``slot.stale_before`` whose record is no longer locked by them are freed first."""
+        before ``slot.stale_before`` whose record is no longer locked by them are freed first.
+        So is ``slot.holder``'s own slot, full or not: a claimer of this attempt that died
+        between its slot and its claim write must not keep every later claimer of the same
+        attempt at ``HELD``, which nothing else would ever free below the cap."""
         ...
 
     def release_slot(self, holder: str) -> None:

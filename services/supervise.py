@@ -91,6 +91,10 @@ def supervise(
                 report.recovered.append(recovery)
                 if recovery.outcome is RecoveryOutcome.RETRY:
                     report.restartable.append(written)
+            # The expired attempt's in-flight slot (C3), freed now: its record was locked by it,
+            # so its claim write has landed, and no longer is. Left to SLOT_GRACE, every expired
+            # attempt kept a slot for up to a minute, and under load they filled the cap.
+            states.release_slot(expired_by)
         if page.continuation is None or (page.continuation == token and not page.items):
             # An empty page that hands back the token it was given would loop forever (the
             # open-source Cosmos server does this once a query's cursor is gone): end the run;

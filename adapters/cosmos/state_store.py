@@ -159,11 +159,16 @@ class CosmosStateStore:
             before = len(holders)
             if release is not None:
                 holders.pop(release, None)
+            stale_before = format_ts(slot.stale_before)
+            if slot.holder in holders and holders[slot.holder]["AcquiredAt"] < stale_before:
+                # This attempt's own slot, left by a claimer that died before its claim write:
+                # taken over once stale (StateStore.acquire_slot), or it is never claimed again.
+                self._free_stale(holders, stale_before)
             if slot.holder in holders:
                 outcome = SlotOutcome.HELD
             else:
                 if len(holders) >= limit:
-                    self._free_stale(holders, format_ts(slot.stale_before))
+                    self._free_stale(holders, stale_before)
                 outcome = SlotOutcome.GRANTED if len(holders) < limit else SlotOutcome.FULL
                 if outcome is SlotOutcome.GRANTED:
                     holders[slot.holder] = {"OrderID": slot.order_id, "AcquiredAt": format_ts(slot.at)}

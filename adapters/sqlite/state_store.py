@@ -225,6 +225,14 @@ class SqliteStateStore:
                 " ON CONFLICT (holder) DO NOTHING",
                 (format_ts(slot.at), *_LOCKED),
             )
+            # This attempt's own slot, left by a claimer that died before its claim write: taken
+            # over once stale (StateStore.acquire_slot), or the attempt is never claimed again.
+            conn.execute(
+                "DELETE FROM in_flight_slots WHERE holder = ? AND acquired_at < ? AND holder NOT IN"
+                " (SELECT locked_by FROM state_records WHERE locked_by IS NOT NULL"
+                " AND process_state IN (?, ?))",
+                (slot.holder, format_ts(slot.stale_before), *_LOCKED),
+            )
             if conn.execute("SELECT 1 FROM in_flight_slots WHERE holder = ?", (slot.holder,)).fetchone():
                 return SlotOutcome.HELD
             if _held(conn) >= limit:

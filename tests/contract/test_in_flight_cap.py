@@ -13,10 +13,11 @@ from typing import Any
 from adapters.clock import ManualClock
 from adapters.sqlite.state_store import SqliteStateStore
 from domain import transitions
-from domain.policy import SchedulerPolicy
+from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 from domain.ports import Slot, SlotOutcome, StateStore
 from domain.states import LOCKED_STATES
 from services.claim_pending import SLOT_GRACE, Claim, claim_next, claim_one, claim_pending
+from services.supervise import supervise
 from tests.support.clock import T0
 from tests.support.records import pending, processing
 
@@ -98,6 +99,48 @@ def test_a_slot_left_by_a_crash_is_freed_after_the_grace_and_not_before(state_st
     assert claim_one(state_store, clock, POLICY, stored, max_in_flight=1) is None  # it may still write
     clock.advance(SLOT_GRACE + timedelta(seconds=1))
     assert claim_one(state_store, clock, POLICY, stored, max_in_flight=1) is not None
+
+
+def test_an_attempt_the_supervisor_recovers_frees_its_slot_at_once(state_store: StateStore) -> None:
+    """A silent attempt (its orchestration died, or its timer ended it, with no activity left to
+    hand the slot over) is recovered by the Supervisor, which frees its slot: the retry and the
+    next order are claimed within SLOT_GRACE. Kept to the grace, each expired attempt held a
+    slot for up to a minute, and a loaded make demo ran with a third of its cap."""
+    clock = ManualClock(T0)
+    policy = SchedulerPolicy(start_grace=timedelta(seconds=4))  # make demo's
+    first = state_store.create_if_absent(pending("o-1", T0)).stored
+    assert claim_one(state_store, clock, policy, first, max_in_flight=1) is not None
+    state_store.create_if_absent(pending("o-2", T0 + timedelta(seconds=1)))
+    clock.advance(policy.start_grace + timedelta(seconds=1))  # o-1's attempt never began a step
+    report = supervise(state_store, clock, RecoveryPolicy(), SupervisorScan())
+    assert [r.record.OrderID for r in report.recovered] == ["o-1"]
+    assert clock.now() - T0 < SLOT_GRACE
+    claimed = claim_pending(state_store, clock, policy, max_in_flight=1, batch_size=2).claims
+    assert [c.order_id for c in claimed] == ["o-1"]  # the retry, oldest first, in the freed slot
+    assert len(state_store.slots_acquired()) == 1
+
+
+def test_a_claimer_that_died_before_its_write_blocks_that_attempt_only_for_the_grace(
+    state_store: StateStore,
+) -> None:
+    """A claimer took o-1's slot for its next attempt and died (devhost SIGKILLed) before it
+    wrote the claim. Every later claimer of o-1 computes the same attempt: HELD while the dead
+    one may still write, then the slot is taken over, with the cap far from full. Only a full
+    cap swept stale slots, so o-1 stayed Pending for good: the order a loaded make demo left
+    unfinished (app-a-0122)."""
+    clock = ManualClock(T0)
+    stored = state_store.create_if_absent(pending("o-1", T0)).stored
+    holder = transitions.claim(stored.record, now=T0, policy=POLICY).LockedBy
+    assert holder is not None
+    assert (
+        state_store.acquire_slot(Slot(holder, "o-1", T0, T0 - SLOT_GRACE), limit=CAP) is SlotOutcome.GRANTED
+    )
+    assert claim_one(state_store, clock, POLICY, stored, max_in_flight=CAP) is None  # it may still write
+    assert claim_pending(state_store, clock, POLICY, max_in_flight=CAP, batch_size=CAP).claims == []
+    clock.advance(SLOT_GRACE + timedelta(seconds=1))
+    claimed = claim_pending(state_store, clock, POLICY, max_in_flight=CAP, batch_size=CAP).claims
+    assert [c.instance_id for c in claimed] == [holder]
+    assert len(state_store.slots_acquired()) == 1  # taken over, not added
 
 
 def test_a_record_locked_before_the_cap_existed_holds_a_slot(state_store: StateStore) -> None:

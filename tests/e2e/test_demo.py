@@ -14,9 +14,9 @@ pytestmark = pytest.mark.processes
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_demo(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_demo(tmp_path: Path, *extra: str, orders: int = 24) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "demo", "--orders", "24", "--workdir", str(tmp_path / "demo"), *extra],
+        [sys.executable, "-m", "demo", "--orders", str(orders), "--workdir", str(tmp_path / "demo"), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -40,7 +40,9 @@ def test_the_demo_runs_with_chaos_and_every_invariant_holds(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_a_service_that_applies_effects_twice_makes_the_demo_fail(tmp_path: Path) -> None:
-    result = run_demo(tmp_path, "--broken-simulator", "--no-chaos", "--lost", "0.3")
+    # 12 orders make 24 forward calls or more, each lost at 0.3: all 24 answered has p = 0.7**24,
+    # about 2e-4, and a single lost response is a second effect the judge must catch.
+    result = run_demo(tmp_path, "--broken-simulator", "--no-chaos", "--lost", "0.3", orders=12)
     assert result.returncode == 1, result.stdout[-4000:]
     [line] = [row for row in result.stdout.splitlines() if "exactly one effect per step" in row]
     assert "✗" in line
