@@ -20,6 +20,7 @@ import functools
 import io
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from domain.states import TERMINAL_STATES, ProcessState
 from domain.transitions import is_awaiting_order_row
 from domain.workflow import Runs
 from ops.cli import EXIT_UNAVAILABLE, main
+from settings import Settings
 from standins.fault_proxy import FaultProxy, Mode
 from standins.ports import free_port
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
@@ -298,8 +300,8 @@ def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_he
         known = app.host.clock.now() + timedelta(minutes=1)
         app.run_until(lambda: app.host.clock.now() >= known)  # the starter and Supervisor met it
 
-        # Each caller hears at once: one try of the store, not a budget of them. One try of the
-        # Cosmos SDK dials up to three times (its own retry of a failed connection).
+        # Each caller hears at once: one try of the store, not a budget of them (a try is one
+        # request; the bound leaves room for the SDK's own account reads beside it).
         asked = 20
         connections = []
         for n in range(asked):
@@ -321,6 +323,42 @@ def test_a_30_minute_state_store_outage_costs_no_order_a_recovery_and_callers_he
         app.run_until(lambda: stack.count(TERMINAL_STATES) == BURST, days=1)
         _cost_the_orders_nothing(stack, ids, "state store")
         assert all(stack.states.get(f"web-{n}") is None for n in range(asked))
+
+
+# --- Every caller hears within the budget, from a store that never answers (issue 37) ---------
+
+DEPLOYED = Settings.from_env({})  # the defaults, which infra/modules/functionapp.bicep deploys
+
+
+def test_the_first_503_of_a_stalled_state_store_comes_within_the_budget_and_one_timeout(
+    start_stack: StartStack,
+) -> None:
+    # The deployed retry budget and timeouts (real seconds): this test waits about one budget.
+    with start_stack(
+        SAS_RETRY_BUDGET_SECONDS=str(DEPLOYED.retry_budget_seconds),
+        SAS_RETRY_FIRST_WAIT_SECONDS=str(DEPLOYED.retry_first_wait_seconds),
+        SAS_RETRY_MAX_WAIT_SECONDS=str(DEPLOYED.retry_max_wait_seconds),
+        SAS_CONNECT_TIMEOUT_SECONDS=str(DEPLOYED.connect_timeout_seconds),
+        SAS_CALL_TIMEOUT_SECONDS=str(DEPLOYED.call_timeout_seconds),
+    ) as stack:
+        app = stack.app
+        # A front end that has talked to the store: its client built, its connections pooled.
+        assert app.http("POST", "/api/orders", order_body("before"))[0] == 202
+        stack.cosmos.set_mode("stall")  # bytes accepted and never answered, not refused
+        started = time.monotonic()
+        status, body, headers = app.http("POST", "/api/orders", order_body("during"))
+        waited = time.monotonic() - started
+        assert (status, json.loads(body)["error"]) == (503, "ServiceUnavailable"), body
+        assert int(headers["Retry-After"]) > 0
+        # What the feature promises, not a speed: no try starts after the budget, and a try of a
+        # stalled store ends at its timeout (the handshake's on a new connection, the answer's on
+        # a pooled one). Before issue 37 the first caller waited the budget plus two timeouts.
+        one_timeout = max(DEPLOYED.connect_timeout_seconds, DEPLOYED.call_timeout_seconds)
+        assert waited < DEPLOYED.retry_budget_seconds + one_timeout, waited
+        stats = stack.cosmos.stats()
+        assert stats.held_bytes_to_target > 0 or stats.waiting > 0, stats  # it was a stall
+        stack.cosmos.set_mode("pass")
+        app.run_until(lambda: stack.states.get("before") is not None)
 
 
 # --- An accepted order is findable at once, and resumes when the database answers (issue 37) --
