@@ -440,3 +440,42 @@ def test_an_order_accepted_while_the_orders_database_is_down_is_found_at_once_an
             ("DependencyRecovered", "the orders database"),
             ("DependencyUnavailable", "the orders database"),
         ]
+
+
+def test_a_held_order_whose_copies_run_out_ends_in_error_and_its_dead_letter_brings_it_in_once(
+    start_stack: StartStack,
+) -> None:
+    # Two postponements (5 s, then 10 s): the copies run out well inside a 10-minute outage.
+    with start_stack(SAS_POSTPONE_LIMIT="2") as stack:
+        app = stack.app
+        back = stack.outage(stack.sql, "refuse", SQL_OUTAGE)
+        status, body, _ = app.http("POST", "/api/orders", order_body("gone-1"))
+        assert status == 202
+        status_url = json.loads(body)["statusUrl"]
+
+        # The copies run out: dead-lettered, the held record in Error naming its dead letter (not
+        # Pending for ever), the alert naming the order, and nothing claimed without its row.
+        app.run_until(lambda: len(app.dead_letters("orders")) == 1)
+        assert app.host.clock.now() < back  # given up while the database is still down
+        [dead] = app.dead_letters("orders")
+        assert dead.dead_letter_reason == "DependencyUnavailable"
+        record = app.record("gone-1")
+        assert record.ProcessState is ProcessState.ERROR and record.Attempt == 0
+        assert dead.message_id in (record.LastError or "")
+        status, body, _ = app.http("GET", status_url)
+        assert status == 200 and json.loads(body)["ProcessState"] == "Error", body
+        rejected = [a for a in app.alerts() if a["Event"] == "SubmissionRejected"]
+        assert [a["OrderID"] for a in rejected] == ["gone-1"]
+        assert f"ops dlq resubmit orders {dead.message_id}" in rejected[0]["Reason"]
+
+        # The database answers; the operator does what the alert says, and the order runs once.
+        app.run_until(lambda: app.host.clock.now() >= back)
+        code, text = ops("dlq", "resubmit", "orders", dead.message_id)
+        assert code == 0, text
+        app.run_until(lambda: app.record("gone-1").Attempt == 1 and app.terminal("gone-1"))
+        record = app.record("gone-1")
+        assert (record.ProcessState, record.Attempt, record.FailureCount) == (ProcessState.PROCESSED, 1, 0)
+        assert app.dead_letters("orders") == []
+        for step in ORDER_WORKFLOW_V1.steps:
+            if step.runs is Runs.AGENT:
+                assert app.agent.net_effect("gone-1", step.name) == 1, step.name
