@@ -104,12 +104,15 @@ def cosmos_container(
         "retry_throttle_total": settings.cosmos_throttle_retries,
         "retry_throttle_backoff_max": settings.cosmos_throttle_max_wait_seconds,
         # A stalled server: the defaults (5 s to connect, 65 s to answer, up to 10 tries) would
-        # hold a call for minutes; bound each try, and leave longer outages to the app's policy
-        # (adapters/resilience.py), which retries within SAS_RETRY_BUDGET_SECONDS.
+        # hold a call for minutes. Each try is one request, bounded by the two timeouts; the app's
+        # policy (adapters/resilience.py) makes the further tries, and starts none after
+        # SAS_RETRY_BUDGET_SECONDS, so a caller hears within the budget plus one timeout. An SDK
+        # retry inside a try would double it: a read that timed out on a pooled connection is
+        # retried on a new one, held in its TLS handshake (standins/FAULTS.md, issue 37).
         "connection_timeout": settings.connect_timeout_seconds,
         "read_timeout": settings.call_timeout_seconds,
-        "retry_connect": 1,
-        "retry_read": 1,
+        "retry_connect": 0,
+        "retry_read": 0,
         "retry_backoff_max": settings.retry_max_wait_seconds,
         **client_options,
     }

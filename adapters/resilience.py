@@ -31,7 +31,7 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
-    stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
 
@@ -133,7 +133,11 @@ def is_transient(error: BaseException) -> bool:
 class RetryPolicy:
     """How long one call to a dependency keeps trying (``budget`` seconds from its first try),
     and how long it waits between tries: random in [0, min(max_wait, first_wait * 2**n)]
-    (full jitter, so callers that failed together do not retry together)."""
+    (full jitter, so callers that failed together do not retry together).
+
+    No try starts after the budget (a wait that would end past it ends the call instead), so a
+    call gives up within the budget plus one try, and each try is bounded by the adapters'
+    timeouts: the caller of a stalled store hears within budget + one timeout (issue 37)."""
 
     budget: float = 10.0
     first_wait: float = 0.2
@@ -150,7 +154,7 @@ class RetryPolicy:
         return Retrying(
             retry=retry_if_exception(is_transient),
             wait=wait_random_exponential(multiplier=self.first_wait, max=self.max_wait),
-            stop=stop_after_delay(self.budget),
+            stop=stop_before_delay(self.budget),
             reraise=True,
             before_sleep=_log_retry,
             **extra,

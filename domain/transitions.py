@@ -109,14 +109,34 @@ def awaiting_order_row(record: StateRecord, dependency: str) -> StateRecord:
 
 
 def is_awaiting_order_row(record: StateRecord) -> bool:
-    return record.ProcessState is ProcessState.PENDING and record.NotBefore == AWAITING_ORDER_ROW
+    """Held for its order row: still waiting (Pending), or given up on (Error, ``order_row_given_up``)
+    and waiting for an operator or the submitter to send the submission again."""
+    return (
+        record.ProcessState in (ProcessState.PENDING, ProcessState.ERROR)
+        and record.NotBefore == AWAITING_ORDER_ROW
+    )
+
+
+def order_row_given_up(record: StateRecord, now: datetime, reason: str) -> StateRecord:
+    """The held record's submission ran out of copies (dead-lettered): the order ends visibly in
+    Error, still unclaimable (it has no order row), until a copy of its submission writes the row."""
+    if not is_awaiting_order_row(record):
+        raise IllegalTransition(f"order_row_given_up: order {record.OrderID} is not awaiting its order row")
+    return replace(record, ProcessState=ProcessState.ERROR, LastError=reason, UpdatedAt=now)
 
 
 def order_row_written(record: StateRecord, now: datetime) -> StateRecord:
-    """The held record, claimable now that its order row is written."""
+    """The held record, claimable now that its order row is written (also after it was given up)."""
     if not is_awaiting_order_row(record):
         raise IllegalTransition(f"order_row_written: order {record.OrderID} is not awaiting its order row")
-    return replace(record, NotBefore=None, Unavailable=None, UpdatedAt=now)
+    return replace(
+        record,
+        ProcessState=ProcessState.PENDING,
+        NotBefore=None,
+        Unavailable=None,
+        LastError=None,
+        UpdatedAt=now,
+    )
 
 
 def is_claimable(record: StateRecord, now: datetime) -> bool:
@@ -428,6 +448,7 @@ def resubmit(record: StateRecord, *, now: datetime) -> StateRecord:
     budget, which is the operator's decision to make.
     """
     _require_state(record, _OPERATOR_RESUBMITTABLE, "resubmit")
+    _require_order_row(record, "resubmit")
     failed = record.FailedStep or START_STEP
     return replace(
         _reopen(record, now, compensate=False),
@@ -442,6 +463,7 @@ def request_compensation(record: StateRecord, *, now: datetime) -> StateRecord:
     Compensations get fresh failure counts and budgets; forward steps keep theirs.
     """
     _require_state(record, _OPERATOR_COMPENSABLE, "compensate")
+    _require_order_row(record, "compensate")
 
     def is_undo(key: str) -> bool:
         return key.startswith(UNDO_PREFIX)
@@ -458,6 +480,15 @@ def noticed(record: StateRecord, *, now: datetime) -> StateRecord:
     if not record.NoticePending:
         raise IllegalTransition(f"noticed: order {record.OrderID} has no notice pending")
     return replace(record, NoticePending=False, UpdatedAt=now)
+
+
+def _require_order_row(record: StateRecord, move: str) -> None:
+    if is_awaiting_order_row(record):
+        # Its order row was never written, and only its submission holds the order's lines.
+        raise IllegalTransition(
+            f"{move}: order {record.OrderID} has no order row yet; resubmit its dead-lettered "
+            "submission on the orders queue instead (ops dlq resubmit orders ID)"
+        )
 
 
 def _reopen(record: StateRecord, now: datetime, *, compensate: bool) -> StateRecord:

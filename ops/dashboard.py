@@ -219,8 +219,15 @@ class Picture:
             "dead_letters": dead_letters,
             "failed": self.failed(app),
             "functions": function_failures.failing(function_failures.outcomes(os.environ)),
-            "waiting_on": outage_view.waiting_on(states, LIMIT).by_dependency,
+            **self.waiting(states),
         }
+
+    @staticmethod
+    def waiting(states: Any) -> dict[str, Any]:
+        """Orders waiting on each dependency, as ``ops watch`` counts them (``ops.outage_view``),
+        and whether every record was read (False: the counts are a floor)."""
+        found = outage_view.waiting_on(states, LIMIT)
+        return {"waiting_on": found.by_dependency, "waiting_on_complete": found.complete}
 
     def latency(self, app: str | None) -> dict[str, Any]:
         """Submission to final status, per order, from the spans of its trace (as the workbook)."""

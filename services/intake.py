@@ -10,9 +10,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from domain.errors import DependencyUnavailable
+from domain import transitions
+from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.ids import EVENT_NAME_PATTERN, INSTANCE_ID_PATTERN, parse_instance_id, reply_event, url_segment
 from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
+from domain.states import ProcessState
 from services.context import Ports
 from services.notifications import post_status, raise_alert
 from services.submit_order import SubmitOutcome, SubmitResult, conflict_detail, submit_order
@@ -151,13 +153,48 @@ def is_late_reply_error(error: Exception) -> bool:
 
 def give_up(held: HeldMessage, error: Exception, ports: Ports) -> None:
     """The last delivery of a submission failed too: dead-letter it with the cause, and alert."""
-    _reject(
-        ports,
-        held,
-        "ProcessingFailed",
-        f"{type(error).__name__}: {error}"[:1000],
-        order_id=None,
+    description = f"{type(error).__name__}: {error}"[:1000]
+    order_id = _end_held_record(held, "ProcessingFailed", description, ports)
+    _reject(ports, held, "ProcessingFailed", description + _resubmit_hint(held, order_id), order_id=order_id)
+
+
+def _resubmit_hint(held: HeldMessage, order_id: str | None) -> str:
+    if order_id is None:
+        return ""
+    return (
+        f"; to bring order {order_id} in when its store"
+        f" answers: ops dlq resubmit {held.queue} {held.message_id}"
     )
+
+
+def _end_held_record(held: HeldMessage, reason: str, description: str, ports: Ports) -> str | None:
+    """A submission that is dead-lettered may have a held record (its 202 was answered while the
+    orders database was down): end it visibly, in Error naming the dead letter, instead of leaving
+    it Pending for ever. The OrderID the alert names, or None for a body that is no order.
+
+    The order's lines live only in the dead letter, so a copy of the submission (the operator's
+    resubmit of the dead letter, or the submitter's post again) is what writes the row and
+    releases the record (``transitions.order_row_written``): nothing accepted is lost."""
+    try:
+        order_id = parse_message(QueuedOrder, held.body).OrderID
+    except InvalidMessage:
+        return None
+    try:
+        stored = ports.states.get(order_id)
+        waiting = stored is not None and stored.record.ProcessState is ProcessState.PENDING
+        if stored is not None and waiting and transitions.is_awaiting_order_row(stored.record):
+            ended = transitions.order_row_given_up(
+                stored.record,
+                ports.clock.now(),
+                f"{reason}: its submission was dead-lettered on {held.queue} as message "
+                f"{held.message_id} ({description[:300]}); resubmit the dead letter",
+            )
+            ports.states.replace(ended, stored.etag)
+    except (DependencyUnavailable, PreconditionFailed) as error:
+        # The state store is down too, or a copy released the record meanwhile: the alert and
+        # the dead letter still name the order.
+        log.warning("held record of %s left as it is: %s", order_id, error)
+    return order_id
 
 
 # Application properties of a postponed copy: how often it was postponed, and the MessageId of
@@ -180,7 +217,9 @@ def postpone(held: HeldMessage, outage: DependencyUnavailable, ports: Ports) -> 
     delay = ports.settings.postponement.delay(postponed)
     if delay is None:
         description = f"{outage} (postponed {postponed} times)"
-        _reject(ports, held, "DependencyUnavailable", description, order_id=None)
+        order_id = _end_held_record(held, "DependencyUnavailable", description, ports)
+        hint = _resubmit_hint(held, order_id)
+        _reject(ports, held, "DependencyUnavailable", description + hint, order_id=order_id)
         return
     first = str(held.properties.get(FIRST_MESSAGE_ID, held.message_id))
     ports.sender.send(

@@ -312,13 +312,14 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     SAS_SUPERVISOR_LOOKBACK_HOURS: '168'
     SAS_SUPERVISOR_PAGE_SIZE: '100'
     SAS_SUPERVISOR_MAX_PER_RUN: '500'
-    // Transient faults (docs/operating.md "Transient faults"): each call retries for at most the budget,
-    // then a submission is postponed (5 s doubling to 5 min, 20 times: about 75 minutes).
+    // Transient faults (docs/operating.md "Transient faults"): each call starts no try after the budget,
+    // each try bounded by the two timeouts (a caller hears within 10 + 3 s), then a submission is
+    // postponed (5 s doubling to 30 s, 150 times: about 75 minutes).
     SAS_RETRY_BUDGET_SECONDS: '10'
     SAS_RETRY_FIRST_WAIT_SECONDS: '0.2'
     SAS_RETRY_MAX_WAIT_SECONDS: '5'
-    SAS_CONNECT_TIMEOUT_SECONDS: '10'
-    SAS_CALL_TIMEOUT_SECONDS: '10'
+    SAS_CONNECT_TIMEOUT_SECONDS: '2'
+    SAS_CALL_TIMEOUT_SECONDS: '3'
     SAS_POSTPONE_FIRST_SECONDS: '5'
     SAS_POSTPONE_MAX_SECONDS: '30'
     SAS_POSTPONE_LIMIT: '150'

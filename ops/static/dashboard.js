@@ -72,12 +72,13 @@ function health(s) {
   const problems = [
     [s.failed.length, "failed orders"], [functionFailures, "function failures"],
     [deadLetters, "dead letters"], [alerts, "alerts waiting"],
-  ].filter(([n]) => n > 0);
+  ].concat(entries(s.waiting_on).map(([dependency, n]) => [n, `orders waiting on the ${dependency}`]))
+    .filter(([n]) => n > 0);
   const element = document.getElementById("health");
   element.className = problems.length ? "bad" : "good";
   element.textContent = problems.length
     ? `Needs attention: ${problems.map(([n, what]) => `${n} ${what}`).join(", ")}`
-    : "Healthy: no failed order, function failure, dead letter or alert";
+    : "Healthy: no failed order, function failure, dead letter, alert or outage";
 }
 
 function render(s) {
@@ -102,6 +103,10 @@ function render(s) {
     .concat([["retries", s.agent.retries], ["breaker rejections", s.agent.breaker_rejections]]));
   counts("latency", [["orders", s.latency.orders], ["p50 (s)", s.latency.p50], ["p95 (s)", s.latency.p95]]);
   counts("dead-letters", entries(s.dead_letters));
+  // An empty table would read as "no panel": say there is no outage instead.
+  counts("waiting-on", entries(s.waiting_on).length ? entries(s.waiting_on) : [["none", 0]]);
+  document.getElementById("waiting-floor").textContent =
+    s.waiting_on_complete ? "" : "; at least: a state holds more records than the page reads";
   const body = rows("#failed tbody", s.failed,
     (r) => [r.OrderID, r.ProcessState, r.FailedStep, r.LastError, r.UpdatedAt], (r) => r.OrderID);
   for (const tr of body.children) {

@@ -26,8 +26,10 @@ from adapters.clock import host_clock
 from bootstrap import build_ports
 from devhost import invocation_log
 from devhost.worker_processes import WorkerProcesses
+from domain import transitions
 from domain.messages import AgentRequest
 from domain.states import ProcessState
+from ops import outage_view
 from ops.dashboard import Dashboard
 from settings import Settings
 from tests.support.app import App, start_app, submission
@@ -214,6 +216,35 @@ async def _order_page(page: Any, order_id: str, state: str, actions: list[str]) 
     await expect(page.locator('[data-testid="updated"]')).to_have_text("no order 'no-such-order'")
 
 
+async def _waiting_panel(page: Any, app: App, url: str) -> None:
+    """The orders waiting on each dependency (issue 37): what /api/summary's ``waiting_on`` holds,
+    counted from the store as ``ops watch`` counts it, drawn as a panel and named in the health line."""
+    expect = playwright_api.expect
+    await page.goto(url)
+    assert outage_view.waiting_on(app.states, 1000).by_dependency == {}
+    await expect(cell(page, "waiting", "none")).to_have_text("0")
+    # Orders accepted while the orders database is down: held records, as submit_order writes them.
+    policy = Settings.from_env(os.environ).scheduler_policy
+    for order_id in ("dash-held-1", "dash-held-2"):
+        order = submission(order_id)
+        record = transitions.create(
+            order_id,
+            status_queue=order.status_queue,
+            order_hash=order.order_hash(),
+            now=app.host.clock.now(),
+            policy=policy,
+        )
+        app.states.create_if_absent(transitions.awaiting_order_row(record, "orders database"))
+    waiting = outage_view.waiting_on(app.states, 1000).by_dependency
+    assert waiting == {"orders database": 2}, waiting
+    for dependency, count in waiting.items():
+        await expect(cell(page, "waiting", dependency)).to_have_text(str(count))
+        await expect(page.locator('[data-testid="health"]')).to_contain_text(
+            f"{count} orders waiting on the {dependency}"
+        )
+    await expect(cell(page, "waiting", "none")).to_have_count(0)
+
+
 def _script(request: AgentRequest, n: int) -> Answer:
     # dash-undo's charge is refused: its reservation is undone (compensation on its timeline).
     return (
@@ -263,6 +294,7 @@ def test_each_panel_shows_what_the_stores_hold(
         assert undone, "dash-undo undid nothing: the scenario no longer tests compensation markers"
         state = app.record("dash-undo").ProcessState.value
         loop.run_until_complete(_order_page(page, "dash-undo", state, undone))
+        loop.run_until_complete(_waiting_panel(page, app, served.url))
     finally:
         loop.run_until_complete(browser.close())
         loop.run_until_complete(playwright.stop())

@@ -536,7 +536,8 @@ def test_cosmos_stall_mid_request(cosmos: tuple[FaultProxy, str]) -> None:
 @pytest.mark.emulators  # the Cosmos DB server
 def test_cosmos_per_call_timeout_does_not_bound_a_stalled_response(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
-    container = _container(connection, read_timeout=1)
+    # One SDK retry (the app turns them off), so that there is a "between attempts" to check.
+    container = _container(connection, read_timeout=1, retry_read=1)
     item_id, _ = _item(container)
     proxy.set_mode("stall")
     # ``timeout`` caps each attempt's connect timeout and is checked between attempts; the wait

@@ -3,6 +3,7 @@
 import re
 import sqlite3
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,24 @@ def test_a_guarded_call_rides_out_transient_faults_within_its_budget() -> None:
     assert guard(lambda: target, "state store", FAST, observer).read("k") == "value of k"
     assert target.calls == 4
     assert observer.events == [("up", "state store")]
+
+
+def test_no_try_starts_after_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call gives up within its budget plus one try (issue 37): a wait that would end past the
+    budget ends the call instead of starting a try the caller would wait a whole timeout for."""
+    monkeypatch.setattr("tenacity.wait.random.uniform", lambda low, high: high)  # no jitter: the longest wait
+    policy = RetryPolicy(budget=0.3, first_wait=0.2, max_wait=0.2)
+    starts: list[float] = []
+
+    def refused() -> None:
+        starts.append(time.monotonic())
+        raise ServiceRequestError("refused")
+
+    with pytest.raises(ServiceRequestError):
+        policy.retrying()(refused)
+    assert starts and all(start - starts[0] < policy.budget for start in starts), starts
+    # the call stopped because its next wait would have crossed the budget, not before
+    assert starts[-1] - starts[0] + policy.max_wait >= policy.budget
 
 
 def test_a_fault_outlasting_the_budget_names_the_dependency() -> None:
