@@ -14,6 +14,15 @@ QUEUE_PROPERTIES = (
     "https://learn.microsoft.com/dotnet/api/azure.messaging.servicebus.administration.queueproperties"
 )
 SDK_MESSAGE = "azure-servicebus azure/servicebus/_common/message.py (MESSAGE_PROPERTY_MAX_LENGTH)"
+ARM_QUEUE = "the ARM schema of Microsoft.ServiceBus/namespaces/queues (maxDeliveryCount: int32)"
+SDK_DEAD_LETTER = (
+    "Azure.Messaging.ServiceBus Constants.MaxDeadLetterReasonLength (4096), checked by"
+    " ServiceBusReceiver.DeadLetterMessageAsync; azure-sdk-for-js maxDeadLetterReasonLength"
+)
+SCHEDULING = (
+    "https://github.com/MicrosoftDocs/azure-docs/issues/67357 (no limit, per the messaging"
+    " architect); https://github.com/Azure/azure-service-bus-go/issues/103 (DateTimeOffset.MaxValue)"
+)
 
 
 @dataclass(frozen=True)
@@ -43,11 +52,33 @@ LOCK_DURATION = Limit("LockDuration", timedelta(seconds=5), timedelta(minutes=5)
 DUPLICATE_DETECTION_WINDOW = Limit(
     "DuplicateDetectionHistoryTimeWindow", timedelta(seconds=20), timedelta(days=7), QUEUE_PROPERTIES
 )
-# "Minimum value is 1"; an Int32, so 2147483647 is the most it holds (no documented lower cap
-# was found).
-MAX_DELIVERY_COUNT = Limit("MaxDeliveryCount", 1, 2**31 - 1, QUEUE_PROPERTIES)
+# "Minimum value is 1" (QueueProperties remarks; CreateQueueOptions.MaxDeliveryCount's setter
+# asserts only AdministrationClientConstants.MinAllowedMaxDeliveryCount, 1). No maximum is
+# documented: the ARM schema of Microsoft.ServiceBus/namespaces/queues has maxDeliveryCount as
+# "integer", "format": "int32", with no maximum, so 2147483647 is the most it holds. Searched and
+# not found: a maximum in the quotas page, the QueueProperties remarks, the ARM/REST schema,
+# azure-servicebus's management models (no check), .NET's setter. The Service Bus *emulator*
+# takes 1..10 (its Config-schema.json; tools/iac/emulator.py), which is the emulator's limit, not
+# Azure's: 100000 is within what Azure accepts as far as any source says.
+MAX_DELIVERY_COUNT = Limit("MaxDeliveryCount", 1, 2**31 - 1, QUEUE_PROPERTIES + "; " + ARM_QUEUE)
 # A positive duration; the SDK sends a message's TTL in whole seconds.
 DEFAULT_MESSAGE_TTL = Limit("DefaultMessageTimeToLive", timedelta(seconds=1), None, QUEUE_PROPERTIES)
+
+# Dead-letter reason and error description: at most 4096 characters each. Microsoft's SDKs refuse
+# a longer one before sending (.NET: ArgumentOutOfRangeException "Maximum permitted length is
+# 4096", documented on DeadLetterMessageAsync since azure-sdk-for-net#32396; the older
+# Microsoft.Azure.ServiceBus and azure-sdk-for-js check the same constant). azure-servicebus
+# (Python) does not check, and what the service answers to a longer one over AMQP is not
+# documented (searched: the quotas page, the dead-letter-queues page, the SDK repositories'
+# issues). So the local bus, which plays the SDK's part in the embedded profile, refuses a longer
+# one as Microsoft's SDKs do; the AMQP test broker, which plays only the service's, takes it.
+DEAD_LETTER_TEXT_LENGTH = Limit(
+    "DeadLetterReason, DeadLetterErrorDescription length", None, 4096, SDK_DEAD_LETTER
+)
+# ScheduledEnqueueTimeUtc: no bound ("there is no limit set at the server side. It's technically
+# the max value of the DateTimeOffset"), which is also the most a Python datetime holds: year 9999
+# is accepted and stays scheduled. A time in the past enqueues at once (message-sequencing page).
+SCHEDULED_ENQUEUE_TIME = Limit("ScheduledEnqueueTimeUtc", None, None, SCHEDULING)
 
 TABLE: tuple[Limit, ...] = (
     MESSAGE_SIZE_STANDARD,
@@ -59,6 +90,8 @@ TABLE: tuple[Limit, ...] = (
     DUPLICATE_DETECTION_WINDOW,
     MAX_DELIVERY_COUNT,
     DEFAULT_MESSAGE_TTL,
+    DEAD_LETTER_TEXT_LENGTH,
+    SCHEDULED_ENQUEUE_TIME,
 )
 
 
