@@ -103,10 +103,11 @@ def http_request(
     header names lower-cased, empty query values left out, the body as bytes and only when there
     is one. The trigger metadata keeps ``Query``, ``Headers``, each query and route parameter and
     a JSON body's properties (the request object itself is left out: RpcHttpTriggerMetadataRemoved)."""
+    joined = _joined_headers(headers)
     http = rpc.RpcHttp(
         method=method,
         url=url,
-        headers={name.lower(): value for name, value in headers.items()},
+        headers={name.lower(): value for name, value in joined.items()},
         query={name: value for name, value in query.items() if value},
         params=dict(route_params),
     )
@@ -118,8 +119,22 @@ def http_request(
     metadata.update({name: rpc.TypedData(string=value) for name, value in query.items() if name != "code"})
     metadata.update({name: rpc.TypedData(string=value) for name, value in route_params.items()})
     metadata["Query"] = _json(dict(query))
-    metadata["Headers"] = _json(dict(headers))
+    metadata["Headers"] = _json(joined)
     return rpc.TypedData(http=http), metadata
+
+
+def _joined_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A header sent more than once, as one value: Kestrel gathers the repeats (names compared
+    without case) into one StringValues, and the host hands the worker ``pair.Value.ToString()``
+    (azure-functions-host ``ToRpcHttp``), which joins them with commas. So two Authorization
+    headers reach the app as one "Bearer a,Bearer b", never as just the last one. ``headers`` is
+    aiohttp's multidict, whose ``items()`` yields every repeat."""
+    joined: dict[str, str] = {}
+    names: dict[str, str] = {}  # lower-cased name -> the name as first sent
+    for name, value in headers.items():
+        first = names.setdefault(name.lower(), name)
+        joined[first] = f"{joined[first]},{value}" if first in joined else value
+    return joined
 
 
 def _body_bytes(data: rpc.TypedData) -> bytes:

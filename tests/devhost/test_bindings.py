@@ -9,6 +9,7 @@ from azure.functions.durable_functions import ActivityTriggerConverter
 from azure.functions.servicebus import ServiceBusMessageInConverter
 from azure.functions.timer import TimerRequestConverter
 from azure_functions_runtime.bindings.datumdef import Datum
+from multidict import CIMultiDict
 
 from adapters.servicebus.messages import ReceivedMessage
 from devhost import bindings
@@ -144,3 +145,14 @@ def test_an_http_request_keeps_the_body_as_bytes_and_lowers_header_names() -> No
     assert metadata["OrderID"].string == "o-1" and metadata["order_id"].string == "o-1"
     empty, _ = bindings.http_request(method="GET", url="u", headers={}, query={}, route_params={}, body=b"")
     assert not empty.http.HasField("body")
+
+
+def test_a_header_sent_twice_reaches_the_worker_as_one_comma_joined_value() -> None:
+    """As Kestrel and the host's ToRpcHttp (``StringValues.ToString()``) give it: a junk token
+    then a valid one is "Bearer junk,Bearer valid", which no validator takes as the valid one."""
+    headers = CIMultiDict([("Authorization", "Bearer junk"), ("authorization", "Bearer valid"), ("A", "1")])
+    data, metadata = bindings.http_request(
+        method="GET", url="u", headers=headers, query={}, route_params={}, body=b""
+    )
+    assert dict(data.http.headers) == {"authorization": "Bearer junk,Bearer valid", "a": "1"}
+    assert json.loads(metadata["Headers"].json) == {"Authorization": "Bearer junk,Bearer valid", "A": "1"}
