@@ -156,3 +156,27 @@ def test_a_header_sent_twice_reaches_the_worker_as_one_comma_joined_value() -> N
     )
     assert dict(data.http.headers) == {"authorization": "Bearer junk,Bearer valid", "a": "1"}
     assert json.loads(metadata["Headers"].json) == {"Authorization": "Bearer junk,Bearer valid", "A": "1"}
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        ("1.0", "1"),
+        ("-2.50", "-2.5"),
+        ("1e2", "100"),
+        ("0.0001", "0.0001"),
+        ("1e-5", "1E-05"),
+        ("1e15", "1E+15"),
+        ("123456789012345.0", "123456789012345"),
+        ("7", "7"),
+        ("-0.0", "-0"),
+    ],
+)
+def test_a_json_body_number_is_bound_as_json_nets_text(number: str, text: str) -> None:
+    """``(string)JValue``: Json.NET reads a number with a fraction or exponent as a Double and
+    .NET writes it without ".0", in E notation from 1E+15 (so a body's ``"1.0"`` property that
+    shadows metadata has the host's value)."""
+    _, metadata = bindings.http_request(
+        method="POST", url="u", headers={}, query={}, route_params={}, body=f'{{"n": {number}}}'.encode()
+    )
+    assert metadata["n"].string == text
