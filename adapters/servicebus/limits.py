@@ -43,9 +43,12 @@ MESSAGE_SIZE_PREMIUM = Limit("message size (Premium)", None, 100 * KIB * KIB, QU
 # (the quotas page), system properties counted in the header.
 HEADER_SIZE = Limit("message header size", None, 64 * KIB, QUOTAS)
 PROPERTY_SIZE = Limit("application property size", None, 32 * KIB, QUOTAS)
-# The SDK refuses longer IDs itself (ValueError "<name> cannot be longer than 128 characters.");
-# the quotas page: "Size of ... SessionID, MessageID ... 128 characters".
-ID_LENGTH = Limit("MessageId, CorrelationId, SessionId, Subject, ReplyTo, To length", 1, 128, SDK_MESSAGE)
+# MessageId, SessionId, ReplyToSessionId, PartitionKey: "Maximum length is 128 characters" (the
+# .NET ServiceBusMessage property docs), and azure-servicebus refuses a longer one itself
+# (ValueError "<name> cannot be longer than 128 characters."). CorrelationId, Subject, ReplyTo and
+# To have no documented length (searched: those properties' .NET docs, azure-servicebus's
+# message.py, which checks none of them, the quotas page): only the 64 KB header bounds them.
+ID_LENGTH = Limit("MessageId, SessionId, ReplyToSessionId, PartitionKey length", 1, 128, SDK_MESSAGE)
 # QueueProperties remarks: LockDuration "Max value is 5 minutes"; the portal's floor 5 s.
 LOCK_DURATION = Limit("LockDuration", timedelta(seconds=5), timedelta(minutes=5), QUEUE_PROPERTIES)
 # "Max value is 7 days and minimum is 20 seconds."

@@ -714,16 +714,15 @@ _SIMPLE = (str, int, float, bool, bytes, datetime, uuid.UUID, type(None))
 
 def check_message(body: bytes, ids: Mapping[str, str | None], properties: Mapping[str, Any]) -> None:
     """Refuse a message Service Bus refuses, with the error the SDK raises for it: ValueError for
-    an ID (the SDK checks MessageId and SessionId's 128 characters itself; the service refuses
-    the others), MessageSizeExceededError for the header or the whole message over the Standard
-    tier's size, ServiceBusError for one property over 32 KB (``limits`` has the sources)."""
-    for name, value in ids.items():
-        if value is None:
-            continue
-        if name == "message_id" and not value:
-            raise ValueError("message_id cannot be empty.")
-        if len(value) > limits.most(limits.ID_LENGTH):
-            raise ValueError(f"{name} cannot be longer than {limits.ID_LENGTH.high} characters.")
+    an empty MessageId or one over 128 characters (the SDK checks it itself; CorrelationId,
+    Subject and ReplyTo have no documented length, only the header's), MessageSizeExceededError
+    for the header or the whole message over the Standard tier's size, ServiceBusError for one
+    property over 32 KB (``limits`` has the sources)."""
+    message_id = ids.get("message_id")
+    if message_id is not None and not message_id:
+        raise ValueError("message_id cannot be empty.")
+    if message_id is not None and len(message_id) > limits.most(limits.ID_LENGTH):
+        raise ValueError(f"message_id cannot be longer than {limits.ID_LENGTH.high} characters.")
     sizes: dict[str, int] = {}
     for key, value in properties.items():
         if not isinstance(value, _SIMPLE):

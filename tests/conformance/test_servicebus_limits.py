@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageState, ServiceBusSubQueue
-from azure.servicebus.exceptions import MessageSizeExceededError
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
 
 from adapters.servicebus import limits
 from adapters.servicebus.local_bus import LocalServiceBus
@@ -45,7 +45,7 @@ def send(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Send]:
     factory: BrokerFactory = request.getfixturevalue("servicebus_broker_with")
     broker = factory({"q": PLAIN})
     with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as client,
         client.get_queue_sender("q") as sender,
     ):
 
@@ -68,6 +68,15 @@ def test_a_message_over_the_standard_tier_size_is_refused(send: Send) -> None:
 def test_an_application_property_over_the_header_size_is_refused(send: Send) -> None:
     with pytest.raises(MessageSizeExceededError):
         send(b"x", properties={"big": "p" * (70 * KIB)})
+
+
+def test_one_application_property_over_32_kb_is_refused(send: Send) -> None:
+    """Under the 64 KB header, over the 32 KB a property may take: the service's unspecific
+    rejection, which azure-servicebus raises as ServiceBusError (``limits.PROPERTY_SIZE``)."""
+    send(b"x", properties={"fits": "p" * (30 * KIB)})
+    with pytest.raises(ServiceBusError) as refused:
+        send(b"x", properties={"big": "p" * (40 * KIB)})
+    assert not isinstance(refused.value, MessageSizeExceededError)
 
 
 def test_a_message_id_over_128_characters_is_refused(send: Send) -> None:
@@ -140,6 +149,10 @@ class Backend(Protocol):
 
     def schedule(self, at: datetime) -> None: ...
 
+    def send_ids(self, correlation_id: str, subject: str) -> tuple[str | None, str | None]:
+        """Send one message with these IDs; the IDs as a receiver reads them."""
+        ...
+
     def scheduled_and_receivable(self) -> tuple[int, int]:
         """Scheduled messages (peeked) and messages a receiver gets now."""
         ...
@@ -158,6 +171,11 @@ class LocalBackend:
 
     def schedule(self, at: datetime) -> None:
         self.bus.send("q", b"later", scheduled_enqueue_time=at)
+
+    def send_ids(self, correlation_id: str, subject: str) -> tuple[str | None, str | None]:
+        self.bus.send("q", b"x", correlation_id=correlation_id, subject=subject)
+        [message] = self.bus.receive("q")
+        return message.correlation_id, message.subject
 
     def scheduled_and_receivable(self) -> tuple[int, int]:
         return self.bus.counts("q")["scheduled"], len(self.bus.receive("q", 10))
@@ -180,6 +198,13 @@ class BrokerBackend:
     def schedule(self, at: datetime) -> None:
         with self.client.get_queue_sender("q") as sender:
             sender.schedule_messages(ServiceBusMessage(b"later"), at)
+
+    def send_ids(self, correlation_id: str, subject: str) -> tuple[str | None, str | None]:
+        with self.client.get_queue_sender("q") as sender:
+            sender.send_messages(ServiceBusMessage(b"x", correlation_id=correlation_id, subject=subject))
+        with self.client.get_queue_receiver("q") as receiver:
+            [message] = receive_until(receiver, 1)
+        return message.correlation_id, message.subject
 
     def scheduled_and_receivable(self) -> tuple[int, int]:
         with self.client.get_queue_receiver("q") as receiver:
@@ -241,3 +266,8 @@ def test_a_max_delivery_count_of_100000_is_accepted_as_azure_accepts_it(tmp_path
     is the emulator's."""
     for load in (_broker_loads, _local_loads):
         load({"MaxDeliveryCount": 100_000, "LockDuration": "PT1M"}, tmp_path)
+
+
+def test_a_correlation_id_and_subject_of_300_characters_are_carried(backend: Backend) -> None:
+    """No length is documented for them (``limits.ID_LENGTH``'s note): only the header bounds them."""
+    assert backend.send_ids("c" * 300, "s" * 300) == ("c" * 300, "s" * 300)
