@@ -38,8 +38,7 @@ class Limit:
 KIB = 1024
 # Message size, whole encoded message: Standard 256 KB, Premium 100 MB (the quotas page). Both
 # stand-ins play a Standard namespace (the Bicep's default SKU; Premium only with networkIsolation),
-# so the Premium row is for reference: a
-# 101 MiB body is refused by the Standard row already.
+# so the Premium row is for reference: a 101 MiB body is refused by the Standard row already.
 MESSAGE_SIZE_STANDARD = Limit("message size (Standard)", None, 256 * KIB, QUOTAS)
 MESSAGE_SIZE_PREMIUM = Limit("message size (Premium)", None, 100 * KIB * KIB, QUOTAS)
 # "Message property size ... Maximum header size: 64 KB; maximum size of each property: 32 KB"
