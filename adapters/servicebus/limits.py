@@ -50,6 +50,10 @@ PROPERTY_SIZE = Limit("application property size", None, 32 * KIB, QUOTAS)
 # (ValueError "<name> cannot be longer than 128 characters."). CorrelationId, Subject, ReplyTo and
 # To have no documented length (searched: those properties' .NET docs, azure-servicebus's
 # message.py, which checks none of them, the quotas page): only the 64 KB header bounds them.
+# The floor, 1: Microsoft.Azure.ServiceBus refuses an empty MessageId client-side
+# (Message.ValidateMessageId, "MessageIdIsNullOrEmptyOrOverMaxValue"); azure-servicebus does not,
+# and the service's answer to one is not documented. So, as for the dead-letter texts, the local
+# bus (the SDK's part) refuses it and the broker (the service's part) takes it.
 ID_LENGTH = Limit("MessageId, SessionId, ReplyToSessionId, PartitionKey length", 1, 128, SDK_MESSAGE)
 # QueueProperties remarks: LockDuration "Max value is 5 minutes"; the portal's floor 5 s.
 LOCK_DURATION = Limit("LockDuration", timedelta(seconds=5), timedelta(minutes=5), QUEUE_PROPERTIES)

@@ -271,3 +271,12 @@ def test_a_max_delivery_count_of_100000_is_accepted_as_azure_accepts_it(tmp_path
 def test_a_correlation_id_and_subject_of_300_characters_are_carried(backend: Backend) -> None:
     """No length is documented for them (``limits.ID_LENGTH``'s note): only the header bounds them."""
     assert backend.send_ids("c" * 300, "s" * 300) == ("c" * 300, "s" * 300)
+
+
+def test_the_local_bus_refuses_an_empty_message_id(tmp_path: Path) -> None:
+    """Local bus only, as Microsoft.Azure.ServiceBus refuses it client-side (``limits.ID_LENGTH``'s
+    floor); the broker takes what azure-servicebus sends, the service's answer being undocumented."""
+    with LocalServiceBus(tmp_path / "bus.db", [QueueConfig("q")]) as bus:
+        with pytest.raises(ValueError, match="message_id cannot be empty"):
+            bus.send("q", b"x", message_id="")
+        assert bus.counts("q")["active"] == 0
