@@ -3,7 +3,10 @@ and by the AMQP test broker (standins/amqp_broker/, which does not), so both ref
 Service Bus refuses. Here, in adapters/, because the package may hold it and the broker may
 import it (tests/unit/test_purity.py: nothing shipped imports the harness; the reverse is free).
 
-Each row names its source. Pure data: no Azure import.
+Each row names its source. Where only Microsoft's SDKs check a limit before sending (and
+azure-servicebus does not), the local bus, which plays the SDK's part too, refuses as they do and
+the broker, which plays only the service's, takes it; the row says so (the empty MessageId, the
+dead-letter texts). Pure data: no Azure import.
 """
 
 from dataclasses import dataclass
