@@ -9,9 +9,11 @@ declares the capabilities the Python worker declares (``RawHttpBodyBytes``, ``Rp
 """
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from adapters.servicebus.messages import ReceivedMessage
@@ -38,10 +40,31 @@ def _properties(value: object) -> dict[str, rpc.TypedData]:
         return {}
     return {
         # str(True) is "True", as .NET writes a bool.
-        str(key): _json(item) if isinstance(item, dict) else rpc.TypedData(string=str(item))
+        str(key): _json(item) if isinstance(item, dict) else rpc.TypedData(string=_net_text(item))
         for key, item in value.items()
         if item is not None and not isinstance(item, list)
     }
+
+
+def _net_text(item: object) -> str:
+    """A JSON scalar as ``(string)JValue`` gives it. Json.NET reads a number with a fraction or
+    an exponent as a Double, whose .NET text (the "G" format, shortest round-trip digits since
+    .NET Core 3.0) has no ".0" and switches to ``E+XX`` outside 1E-05..1E+15: 1.0 is "1", 1e15
+    is "1E+15", where Python writes "1.0" and "1000000000000000.0"."""
+    if not isinstance(item, float):
+        return str(item)
+    if math.isnan(item) or math.isinf(item):
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[str(item)]
+    if item == 0:
+        return "-0" if math.copysign(1.0, item) < 0 else "0"
+    number = Decimal(repr(item)).normalize()  # repr: the shortest digits that round-trip
+    sign, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)
+    scientific = len(digits) + exponent - 1
+    if -5 < scientific < 15:
+        return format(number, "f")
+    mantissa = str(digits[0]) + ("." + "".join(map(str, digits[1:])) if len(digits) > 1 else "")
+    return f"{'-' if sign else ''}{mantissa}E{'+' if scientific >= 0 else '-'}{abs(scientific):02d}"
 
 
 # Json.NET's default MaxDepth, which the host's JObject.Parse applies: a deeper body is not
@@ -103,10 +126,11 @@ def http_request(
     header names lower-cased, empty query values left out, the body as bytes and only when there
     is one. The trigger metadata keeps ``Query``, ``Headers``, each query and route parameter and
     a JSON body's properties (the request object itself is left out: RpcHttpTriggerMetadataRemoved)."""
+    joined = _joined_headers(headers)
     http = rpc.RpcHttp(
         method=method,
         url=url,
-        headers={name.lower(): value for name, value in headers.items()},
+        headers={name.lower(): value for name, value in joined.items()},
         query={name: value for name, value in query.items() if value},
         params=dict(route_params),
     )
@@ -118,8 +142,22 @@ def http_request(
     metadata.update({name: rpc.TypedData(string=value) for name, value in query.items() if name != "code"})
     metadata.update({name: rpc.TypedData(string=value) for name, value in route_params.items()})
     metadata["Query"] = _json(dict(query))
-    metadata["Headers"] = _json(dict(headers))
+    metadata["Headers"] = _json(joined)
     return rpc.TypedData(http=http), metadata
+
+
+def _joined_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A header sent more than once, as one value: Kestrel gathers the repeats (names compared
+    without case) into one StringValues, and the host hands the worker ``pair.Value.ToString()``
+    (azure-functions-host ``ToRpcHttp``), which joins them with commas. So two Authorization
+    headers reach the app as one "Bearer a,Bearer b", never as just the last one. ``headers`` is
+    aiohttp's multidict, whose ``items()`` yields every repeat."""
+    joined: dict[str, str] = {}
+    names: dict[str, str] = {}  # lower-cased name -> the name as first sent
+    for name, value in headers.items():
+        first = names.setdefault(name.lower(), name)
+        joined[first] = f"{joined[first]},{value}" if first in joined else value
+    return joined
 
 
 def _body_bytes(data: rpc.TypedData) -> bytes:

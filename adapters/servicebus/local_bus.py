@@ -570,6 +570,7 @@ class LocalServiceBus:
                 self._expire(conn, self._entity(conn, row["queue"])[0], now)
 
     def dead_letter(self, message: ReceivedMessage, reason: str, description: str | None = None) -> None:
+        check_dead_letter(reason, description)
         with self._transaction() as conn:
             now = self._now()
             row = self._locked_row(conn, message, now)
@@ -585,6 +586,7 @@ class LocalServiceBus:
         A function gets the lock token in its trigger metadata, not the received message; this is
         how it settles the message itself (the host then finds it settled and leaves it alone).
         """
+        check_dead_letter(reason, description)
         with self._transaction() as conn:
             now = self._now()
             name, _ = split_entity(queue)
@@ -712,16 +714,15 @@ _SIMPLE = (str, int, float, bool, bytes, datetime, uuid.UUID, type(None))
 
 def check_message(body: bytes, ids: Mapping[str, str | None], properties: Mapping[str, Any]) -> None:
     """Refuse a message Service Bus refuses, with the error the SDK raises for it: ValueError for
-    an ID (the SDK checks MessageId and SessionId's 128 characters itself; the service refuses
-    the others), MessageSizeExceededError for the header or the whole message over the Standard
-    tier's size, ServiceBusError for one property over 32 KB (``limits`` has the sources)."""
-    for name, value in ids.items():
-        if value is None:
-            continue
-        if name == "message_id" and not value:
-            raise ValueError("message_id cannot be empty.")
-        if len(value) > limits.most(limits.ID_LENGTH):
-            raise ValueError(f"{name} cannot be longer than {limits.ID_LENGTH.high} characters.")
+    an empty MessageId or one over 128 characters (the SDK checks it itself; CorrelationId,
+    Subject and ReplyTo have no documented length, only the header's), MessageSizeExceededError
+    for the header or the whole message over the Standard tier's size, ServiceBusError for one
+    property over 32 KB (``limits`` has the sources)."""
+    message_id = ids.get("message_id")
+    if message_id is not None and not message_id:
+        raise ValueError("message_id cannot be empty.")
+    if message_id is not None and len(message_id) > limits.most(limits.ID_LENGTH):
+        raise ValueError(f"message_id cannot be longer than {limits.ID_LENGTH.high} characters.")
     sizes: dict[str, int] = {}
     for key, value in properties.items():
         if not isinstance(value, _SIMPLE):
@@ -751,6 +752,17 @@ def check_message(body: bytes, ids: Mapping[str, str | None], properties: Mappin
             message=f"The received message (size:{total} bytes) exceeds the limit "
             f"({limits.MESSAGE_SIZE_STANDARD.high} bytes) currently allowed on the link."
         )
+
+
+def check_dead_letter(reason: str, description: str | None) -> None:
+    """Refuse a dead-letter reason or description longer than Microsoft's SDKs send, before the
+    message's lock is touched, as they refuse it (``limits.DEAD_LETTER_TEXT_LENGTH``)."""
+    for name, text in (("reason", reason), ("error_description", description)):
+        if text is not None and len(text) > limits.most(limits.DEAD_LETTER_TEXT_LENGTH):
+            raise ValueError(
+                f"{name} cannot be longer than {limits.DEAD_LETTER_TEXT_LENGTH.high} characters "
+                f"({len(text)}; {limits.DEAD_LETTER_TEXT_LENGTH.source})."
+            )
 
 
 def _max_delivery_description(config: QueueConfig) -> str:

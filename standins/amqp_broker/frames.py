@@ -37,7 +37,12 @@ _BEGIN = 0x11
 _TRANSFER = 0x14
 _DISPOSITION = 0x15
 _CLOSE = 0x18
-_READ = (_BEGIN, _TRANSFER, _DISPOSITION, _CLOSE)  # the performatives the shim decodes
+_READ = (_BEGIN, _TRANSFER, _DISPOSITION, _CLOSE)  # the broker's performatives the shim decodes
+# The client's: only transfers are rewritten, and only their heads are read whole before they go
+# on. A client's disposition can be kilobytes (a dead-letter reason and description of 4096
+# characters each, azure-servicebus's modified outcome): held whole, it would overflow proton's
+# input buffer ("unable to process all bytes"), so it passes as it comes.
+_READ_FROM_CLIENT = (_TRANSFER,)
 _SMALL_ULONG_DESCRIPTOR = b"\x00\x53"  # how both the SDK and proton write a performative's code
 _INFO = {symbol("source"): "standins.amqp_broker"}
 _WAIT_FOR_HEAD = 5.0  # seconds to wait for the rest of a frame's head split across reads
@@ -98,7 +103,7 @@ class LenientSocket:
                 self._in_passing -= step
                 offset += step
                 continue
-            frame = _read_frame(data[offset:])
+            frame = _read_frame(data[offset:], _READ_FROM_CLIENT)
             if frame is None:
                 self._held = bytearray(data[offset:])
                 break
@@ -213,8 +218,9 @@ class _Frame:
         return struct.pack(">I", size) + self.header[4:] + encoded
 
 
-def _read_frame(data: bytes) -> _Frame | None:
-    """The frame starting ``data``, ``None`` until enough of its head is there to tell."""
+def _read_frame(data: bytes, read: tuple[int, ...] = _READ) -> _Frame | None:
+    """The frame starting ``data``, ``None`` until enough of its head is there to tell; the
+    performatives in ``read`` decoded, others passed plain."""
     if len(data) < _FRAME_HEADER:
         return None
     # A protocol header ("AMQP", then 0-3 for plain or SASL, 1, 0, 0) passes as a plain 8 bytes.
@@ -227,7 +233,7 @@ def _read_frame(data: bytes) -> _Frame | None:
         return plain  # SASL, a heartbeat, or not ours to read
     if len(data) < doff + 3:
         return None
-    if data[doff : doff + 2] != _SMALL_ULONG_DESCRIPTOR or data[doff + 2] not in _READ:
+    if data[doff : doff + 2] != _SMALL_ULONG_DESCRIPTOR or data[doff + 2] not in read:
         return plain
     decoded = _performative(data[doff : min(size, len(data))])
     if decoded is None:

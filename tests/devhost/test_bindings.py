@@ -9,6 +9,7 @@ from azure.functions.durable_functions import ActivityTriggerConverter
 from azure.functions.servicebus import ServiceBusMessageInConverter
 from azure.functions.timer import TimerRequestConverter
 from azure_functions_runtime.bindings.datumdef import Datum
+from multidict import CIMultiDict
 
 from adapters.servicebus.messages import ReceivedMessage
 from devhost import bindings
@@ -144,3 +145,38 @@ def test_an_http_request_keeps_the_body_as_bytes_and_lowers_header_names() -> No
     assert metadata["OrderID"].string == "o-1" and metadata["order_id"].string == "o-1"
     empty, _ = bindings.http_request(method="GET", url="u", headers={}, query={}, route_params={}, body=b"")
     assert not empty.http.HasField("body")
+
+
+def test_a_header_sent_twice_reaches_the_worker_as_one_comma_joined_value() -> None:
+    """As Kestrel and the host's ToRpcHttp (``StringValues.ToString()``) give it: a junk token
+    then a valid one is "Bearer junk,Bearer valid", which no validator takes as the valid one."""
+    headers = CIMultiDict([("Authorization", "Bearer junk"), ("authorization", "Bearer valid"), ("A", "1")])
+    data, metadata = bindings.http_request(
+        method="GET", url="u", headers=headers, query={}, route_params={}, body=b""
+    )
+    assert dict(data.http.headers) == {"authorization": "Bearer junk,Bearer valid", "a": "1"}
+    assert json.loads(metadata["Headers"].json) == {"Authorization": "Bearer junk,Bearer valid", "A": "1"}
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        ("1.0", "1"),
+        ("-2.50", "-2.5"),
+        ("1e2", "100"),
+        ("0.0001", "0.0001"),
+        ("1e-5", "1E-05"),
+        ("1e15", "1E+15"),
+        ("123456789012345.0", "123456789012345"),
+        ("7", "7"),
+        ("-0.0", "-0"),
+    ],
+)
+def test_a_json_body_number_is_bound_as_json_nets_text(number: str, text: str) -> None:
+    """``(string)JValue``: Json.NET reads a number with a fraction or exponent as a Double and
+    .NET writes it without ".0", in E notation from 1E+15 (so a body's ``"1.0"`` property that
+    shadows metadata has the host's value)."""
+    _, metadata = bindings.http_request(
+        method="POST", url="u", headers={}, query={}, route_params={}, body=f'{{"n": {number}}}'.encode()
+    )
+    assert metadata["n"].string == text

@@ -5,7 +5,9 @@ a devhost in another process) can observe them.
 """
 
 import json
+import logging
 import os
+import random
 import threading
 from datetime import timedelta
 
@@ -281,33 +283,82 @@ def flaky_function(ignored: str) -> str:
     return "succeeded"
 
 
+def _records() -> list[dict]:
+    with open(os.environ["SAMPLE_OUTPUT"]) as lines:
+        return [json.loads(line) for line in lines]
+
+
+# --- Microsoft's human_interaction sample, as-is ---------------------------------------------------
+# Azure/azure-functions-durable-python samples/human_interaction (E4_SMSPhoneVerification,
+# SendSMSChallenge, HttpStart), moved to the v2 decorators devhost indexes and otherwise unchanged:
+# the orchestrator's body verbatim, the activity's seeded random code returned as a string, the
+# starter's create_check_status_response. Only the Twilio output binding is gone (devhost hosts no
+# Twilio); its payload is recorded instead, so a test can read the code the "SMS" carried.
+
+
+def is_valid_phone_number(phone_number: str):
+    has_area_code = phone_number[0] == "+"
+    is_positive_num = phone_number[1:].isdigit()
+    return has_area_code and is_positive_num
+
+
+@app.function_name(name="E4_SMSPhoneVerification")
 @app.orchestration_trigger(context_name="context")
-def sms_verification(context: df.DurableOrchestrationContext):
+def e4_sms_phone_verification(context: df.DurableOrchestrationContext):
     phone_number = context.get_input()
-    challenge_code = yield context.call_activity("send_sms_challenge", phone_number)
-    timeout_task = context.create_timer(context.current_utc_datetime + timedelta(seconds=180))
+
+    if (not phone_number) or (not is_valid_phone_number(phone_number)):
+        msg = (
+            "Please provide a phone number beginning with an international dialing prefix"
+            "(+) followed by the country code, and then rest of the phone number. Example:"
+            "'+1425XXXXXXX'"
+        )
+        raise Exception(msg)
+
+    challenge_code = yield context.call_activity("SendSMSChallenge", phone_number)
+
+    expiration = context.current_utc_datetime + timedelta(seconds=180)
+    timeout_task = context.create_timer(expiration)
+
     authorized = False
     for _ in range(3):
         challenge_response_task = context.wait_for_external_event("SmsChallengeResponse")
         winner = yield context.task_any([challenge_response_task, timeout_task])
+
         if winner == challenge_response_task:
+            # We got back a response! Compare it to the challenge code
             if challenge_response_task.result == challenge_code:
                 authorized = True
                 break
         else:
+            # Timeout expired
             break
+
     if not timeout_task.is_completed:
+        # All pending timers must be complete or canceled before the function exits.
         timeout_task.cancel()
+
     return authorized
 
 
-@app.activity_trigger(input_name="phone_number")
-def send_sms_challenge(phone_number: str) -> str:
-    code = 1000 + len(phone_number)
-    record("sms", to=phone_number, code=code)
-    return str(code)
+random.seed(10)
 
 
-def _records() -> list[dict]:
-    with open(os.environ["SAMPLE_OUTPUT"]) as lines:
-        return [json.loads(line) for line in lines]
+@app.function_name(name="SendSMSChallenge")
+@app.activity_trigger(input_name="phoneNumber")
+def send_sms_challenge_sample(phoneNumber):
+    code = random.randint(0, 10000)
+    payload = {"body": f"Your verification code is {code}", "to": phoneNumber}
+    record("twilio", message=json.dumps(payload), code=code)
+    code_str = str(code)
+    return code_str
+
+
+@app.function_name(name="HttpStart")
+@app.route(route="orchestrators/{functionName}", methods=["POST"])
+@app.durable_client_input(client_name="starter")
+async def http_start(req: func.HttpRequest, starter: df.DurableOrchestrationClient) -> func.HttpResponse:
+    payload: str = json.loads(req.get_body().decode())
+    instance_id = await starter.start_new(req.route_params["functionName"], client_input=payload)
+    logging.info(f"Started orchestration with ID = '{instance_id}'.")
+    return starter.create_check_status_response(req, instance_id)
