@@ -277,13 +277,23 @@ class OperatorAlert(_Message):
     At: AwareDatetime
 
 
+# Service Bus takes a dead-letter reason or description of at most 4096 characters
+# (adapters/servicebus/limits.py cites Microsoft's SDKs): one that quotes a hostile body's keys or
+# an exception's text is cut well inside that, and still says what was wrong first.
+DESCRIPTION_CHARS = 1024
+
+
+def clipped(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
 class InvalidMessage(ValueError):
     """A message body that is not a valid contract; ``reason`` goes into the dead-letter reason."""
 
     def __init__(self, reason: str, description: str) -> None:
         super().__init__(f"{reason}: {description}")
         self.reason = reason
-        self.description = description
+        self.description = clipped(description)
 
 
 M = TypeVar("M", bound=BaseModel)

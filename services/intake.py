@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from domain import transitions
 from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.ids import EVENT_NAME_PATTERN, INSTANCE_ID_PATTERN, parse_instance_id, reply_event, url_segment
-from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, parse_message
+from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, clipped, parse_message
 from domain.states import ProcessState
 from services.context import Ports
 from services.notifications import post_status, raise_alert
@@ -56,7 +56,7 @@ def _reject(
         order_id=order_id,
         dedup_key=held.message_id,
     )
-    ports.settlement.dead_letter(held.queue, held.lock_token, reason, description)
+    ports.settlement.dead_letter(held.queue, held.lock_token, clipped(reason), clipped(description))
 
 
 def handle_submission(held: HeldMessage, ports: Ports) -> SubmitResult | None:

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.servicebus.limits import DEAD_LETTER_TEXT_LENGTH
 from domain.errors import InvalidOrderId
 from domain.ids import (
     idempotency_key,
@@ -14,8 +15,10 @@ from domain.ids import (
     validate_order_id,
 )
 from domain.messages import (
+    DESCRIPTION_CHARS,
     MAX_MESSAGE_BYTES,
     AgentReply,
+    AgentRequest,
     InvalidMessage,
     OrderSubmission,
     QueuedOrder,
@@ -125,3 +128,14 @@ def test_money_keeps_its_cents_end_to_end() -> None:
     queued = make_submission()
     assert parse_message(QueuedOrder, queued.model_dump_json()) == queued
     assert json.loads(queued.model_dump_json())["Total"] == 25.0  # a JSON number, not "25.00"
+
+
+def test_a_hostile_bodys_dead_letter_description_fits_service_bus() -> None:
+    # Ten unknown keys of 2,000 characters each: pydantic names every one in its errors.
+    hostile = json.dumps({f"{'k' * 2000}{n}": 1 for n in range(10)})
+    with pytest.raises(InvalidMessage) as raised:
+        parse_message(AgentRequest, hostile)
+    description = raised.value.description
+    assert raised.value.reason == "InvalidSchema" and description.startswith("AgentRequest: ")
+    assert isinstance(DEAD_LETTER_TEXT_LENGTH.high, int)
+    assert len(description) <= DESCRIPTION_CHARS < DEAD_LETTER_TEXT_LENGTH.high
