@@ -471,6 +471,7 @@ module durableTask 'modules/dts.bicep' = if (useDurableTaskScheduler) {
     ]
     publicNetworkAccess: publicNetworkAccess
     appPrincipalId: appIdentity.outputs.principalId
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
   }
 }
 

@@ -47,6 +47,9 @@ param publicNetworkAccess string
 @description('Principal ID of the Function App identity.')
 param appPrincipalId string
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 // Durable Task Data Contributor: the role Durable Functions apps need (start, run, query and purge
 // orchestrations); Durable Task Worker lacks the client operations the front end uses.
 var durableTaskDataContributor = '0ad04412-c4d5-4796-b79c-f76d14c8d402'
@@ -81,6 +84,25 @@ resource appTaskHub 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', durableTaskDataContributor)
+  }
+}
+
+// The scheduler's resource logs (category "Durable Task Scheduler Logs", table
+// DurableTaskSchedulerLogs) in the workspace: Azure Monitor's "Supported logs for
+// Microsoft.DurableTask/schedulers",
+// https://learn.microsoft.com/azure/azure-monitor/reference/supported-logs/microsoft-durabletask-schedulers-logs
+// (docs/operating.md "Audit logs").
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: scheduler
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
   }
 }
 
