@@ -43,7 +43,8 @@ SQL_FIREWALL_RULE = "Microsoft.Sql/servers/firewallRules"
 DOC_LIST = re.compile(
     r"<!-- public-endpoints networkIsolation=(true|false) -->(.*?)<!-- /public-endpoints -->", re.S
 )
-DOC_ITEM = re.compile(r"^\s*[-*]\s+`(Microsoft\.[A-Za-z]+/[A-Za-z/]+)`", re.M)
+# A list item or a table row that starts with the resource type.
+DOC_ITEM = re.compile(r"^\s*(?:[-*]|\|)\s*`(Microsoft\.[A-Za-z]+/[A-Za-z/]+)`", re.M)
 
 Origin = tuple[tuple[str, ...], str]
 
