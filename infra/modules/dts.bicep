@@ -7,7 +7,10 @@
 // and a Flex Consumption app without a virtual network has no fixed outbound address, so the only
 // list that admits it is 0.0.0.0/0; access is still Entra ID only. With networkIsolation the
 // scheduler's public network access is off and the app reaches it through its private endpoint
-// (private-endpoints.bicep); the list stays 0.0.0.0/0 so it never filters that traffic.
+// (private-endpoints.bicep); the list stays 0.0.0.0/0 so it never filters that traffic. The
+// scheduler takes no virtual network rules (ipAllowlist and publicNetworkAccess are its only network
+// properties: https://learn.microsoft.com/azure/templates/microsoft.durabletask/schedulers); a NAT
+// gateway on the app subnet would give the app one address to list (docs/deploying.md).
 // API 2026-02-01: the version with publicNetworkAccess and private endpoint connections.
 
 @description('Name of the scheduler (3-64 letters, digits and hyphens).')
