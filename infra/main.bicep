@@ -159,6 +159,9 @@ param durableTaskSchedulerCapacity int = 1
 @description('Private network: the data services reachable only through private endpoints in the virtual network, public network access off, Service Bus raised to Premium (docs/deploying.md "Private network").')
 param networkIsolation bool = false
 
+@description('With networkIsolation off: the public IPv4 address of the operator\'s workstation, admitted by Cosmos DB and the compensation log\'s storage account beside the app\'s subnet, so `python -m ops --azd` reads them (the preprovision hook sets SAS_OPERATOR_IP to your address when grantDeployerOperatorRoles is on). Empty: the app\'s subnet alone.')
+param operatorIpAddress string = ''
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = {
@@ -190,6 +193,15 @@ var taskHubInstancesTableName = '${durableTaskHubName}Instances'
 // Its history table, which `ops replay export` reads with it (operator-rbac.bicep).
 var taskHubHistoryTableName = '${durableTaskHubName}History'
 var publicNetworkAccess = networkIsolation ? 'Disabled' : 'Enabled'
+// With networkIsolation off, the networks Cosmos DB and the compensation log admit: the Function
+// App's subnet (its service endpoints, network.bicep) and the operator's address. The agent needs
+// neither (it talks to Service Bus alone), so its subnet is not admitted.
+var appSubnets = [
+  network.outputs.appSubnetId
+]
+var operatorAddresses = empty(operatorIpAddress) ? [] : [
+  operatorIpAddress
+]
 // Private endpoints of the data services with networkIsolation (network.bicep), and their zones.
 var dataEndpoints = [
   {
@@ -328,6 +340,11 @@ module hostStorage 'modules/storage.bicep' = {
     ]
     deleteRetentionDays: storageDeleteRetentionDays
     publicNetworkAccess: publicNetworkAccess
+    // Open to every network while public access is on: on Flex Consumption the deployment package
+    // is written to this account by the platform from outside the app's subnet, so a firewall that
+    // admits only the subnet refuses `azd deploy` (docs/deploying.md "Private network").
+    // networkIsolation closes it (private endpoints). Shared keys are off: Entra ID only.
+    allowAllNetworks: true
   }
 }
 
@@ -346,6 +363,9 @@ module dataStorage 'modules/storage.bicep' = {
     ]
     deleteRetentionDays: storageDeleteRetentionDays
     publicNetworkAccess: publicNetworkAccess
+    allowAllNetworks: false
+    allowedSubnetIds: appSubnets
+    allowedIpAddresses: operatorAddresses
   }
 }
 
@@ -376,6 +396,8 @@ module cosmos 'modules/cosmos.bicep' = {
     containerName: 'orderState'
     recoveryContainerName: 'recoveryIndex'
     publicNetworkAccess: publicNetworkAccess
+    allowedSubnetIds: appSubnets
+    allowedIpAddresses: operatorAddresses
   }
 }
 
@@ -449,6 +471,7 @@ module durableTask 'modules/dts.bicep' = if (useDurableTaskScheduler) {
     ]
     publicNetworkAccess: publicNetworkAccess
     appPrincipalId: appIdentity.outputs.principalId
+    logAnalyticsId: monitoring.outputs.logAnalyticsId
   }
 }
 

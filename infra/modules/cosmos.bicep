@@ -30,6 +30,27 @@ param publicNetworkAccess string = 'Enabled'
 @description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
 param logAnalyticsId string
 
+@description('Subnets admitted while public network access is on (the Function App\'s, network.bicep); each carries the Microsoft.AzureCosmosDB service endpoint.')
+param allowedSubnetIds array
+
+@description('Public IPv4 addresses admitted while public network access is on (the operator\'s, for `ops --azd`); empty: none.')
+param allowedIpAddresses array = []
+
+// With public access on, the account admits only these subnets and addresses: the virtual network
+// filter is on, and no rule is 0.0.0.0 (which would admit every Azure datacenter). The Azure
+// portal's Data Explorer is refused too unless its addresses are added. Sources: "Configure access
+// from virtual networks" and "Configure IP firewall" for Azure Cosmos DB,
+// https://learn.microsoft.com/azure/cosmos-db/how-to-configure-vnet-service-endpoint,
+// https://learn.microsoft.com/azure/cosmos-db/how-to-configure-firewall.
+var filtered = publicNetworkAccess == 'Enabled'
+var subnetRules = [for id in allowedSubnetIds: {
+  id: id
+  ignoreMissingVNetServiceEndpoint: false
+}]
+var ipRules = [for address in allowedIpAddresses: {
+  ipAddressOrRange: address
+}]
+
 resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
   name: name
   location: location
@@ -56,6 +77,9 @@ resource account 'Microsoft.DocumentDB/databaseAccounts@2024-05-15' = {
     disableKeyBasedMetadataWriteAccess: true
     minimalTlsVersion: 'Tls12'
     publicNetworkAccess: publicNetworkAccess
+    isVirtualNetworkFilterEnabled: filtered
+    virtualNetworkRules: filtered ? subnetRules : []
+    ipRules: filtered ? ipRules : []
   }
 }
 

@@ -7,7 +7,10 @@
 // and a Flex Consumption app without a virtual network has no fixed outbound address, so the only
 // list that admits it is 0.0.0.0/0; access is still Entra ID only. With networkIsolation the
 // scheduler's public network access is off and the app reaches it through its private endpoint
-// (private-endpoints.bicep); the list stays 0.0.0.0/0 so it never filters that traffic.
+// (private-endpoints.bicep); the list stays 0.0.0.0/0 so it never filters that traffic. The
+// scheduler takes no virtual network rules (ipAllowlist and publicNetworkAccess are its only network
+// properties: https://learn.microsoft.com/azure/templates/microsoft.durabletask/schedulers); a NAT
+// gateway on the app subnet would give the app one address to list (docs/deploying.md).
 // API 2026-02-01: the version with publicNetworkAccess and private endpoint connections.
 
 @description('Name of the scheduler (3-64 letters, digits and hyphens).')
@@ -47,6 +50,9 @@ param publicNetworkAccess string
 @description('Principal ID of the Function App identity.')
 param appPrincipalId string
 
+@description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
+param logAnalyticsId string
+
 // Durable Task Data Contributor: the role Durable Functions apps need (start, run, query and purge
 // orchestrations); Durable Task Worker lacks the client operations the front end uses.
 var durableTaskDataContributor = '0ad04412-c4d5-4796-b79c-f76d14c8d402'
@@ -81,6 +87,25 @@ resource appTaskHub 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', durableTaskDataContributor)
+  }
+}
+
+// The scheduler's resource logs (category "Durable Task Scheduler Logs", table
+// DurableTaskSchedulerLogs) in the workspace: Azure Monitor's "Supported logs for
+// Microsoft.DurableTask/schedulers",
+// https://learn.microsoft.com/azure/azure-monitor/reference/supported-logs/microsoft-durabletask-schedulers-logs
+// (docs/operating.md "Audit logs").
+resource diagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'to-log-analytics'
+  scope: scheduler
+  properties: {
+    workspaceId: logAnalyticsId
+    logs: [
+      {
+        categoryGroup: 'allLogs'
+        enabled: true
+      }
+    ]
   }
 }
 

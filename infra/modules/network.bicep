@@ -4,10 +4,11 @@
 //
 // Why a virtual network even with networkIsolation off: the SQL server admits no "allow all Azure
 // services" rule (0.0.0.0), and a Flex Consumption app without a virtual network has no fixed
-// outbound address to admit instead. So the app's subnet carries the Microsoft.Sql service endpoint
-// and the server admits that subnet alone (sql.bicep virtualNetworkRules); with networkIsolation
-// the server's public access is off and the app uses its private endpoint instead. A virtual
-// network, its subnets and a service endpoint cost nothing.
+// outbound address to admit instead. So the app's subnet carries the service endpoints of SQL,
+// Cosmos DB and Storage, and those services admit that subnet (virtual network rules: sql.bicep,
+// cosmos.bicep, storage.bicep) and, for `ops`, the operator's address; with networkIsolation their
+// public access is off and the app uses their private endpoints instead. A virtual network, its
+// subnets and a service endpoint cost nothing.
 //
 // Subnets:
 // - app: the Function App's virtual network integration; Flex Consumption needs the delegation to
@@ -63,9 +64,19 @@ resource vnet 'Microsoft.Network/virtualNetworks@2024-05-01' = {
               }
             }
           ]
+          // One per data service that admits this subnet while its public access is on: SQL
+          // (sql.bicep), Cosmos DB (cosmos.bicep) and the compensation log's storage account
+          // (storage.bicep). Service endpoints are free; a virtual network rule is refused unless the
+          // subnet carries the service's endpoint (ignoreMissingVnetServiceEndpoint false).
           serviceEndpoints: [
             {
               service: 'Microsoft.Sql'
+            }
+            {
+              service: 'Microsoft.AzureCosmosDB'
+            }
+            {
+              service: 'Microsoft.Storage'
             }
           ]
         }

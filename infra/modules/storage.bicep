@@ -33,6 +33,29 @@ param publicNetworkAccess string = 'Enabled'
 @description('Resource ID of the Log Analytics workspace the diagnostic settings send to (monitoring.bicep).')
 param logAnalyticsId string
 
+@description('While public network access is on: true admits every network (the host account: main.bicep says why); false admits only allowedSubnetIds and allowedIpAddresses.')
+param allowAllNetworks bool = false
+
+@description('Subnets admitted while public network access is on (the Function App\'s, network.bicep); each carries the Microsoft.Storage service endpoint.')
+param allowedSubnetIds array = []
+
+@description('Public IPv4 addresses admitted while public network access is on (the operator\'s, for `ops --azd`); empty: none.')
+param allowedIpAddresses array = []
+
+// Network rules: "Configure Azure Storage firewalls and virtual networks",
+// https://learn.microsoft.com/azure/storage/common/storage-network-security. An IP rule admits public
+// addresses only and has no effect on requests from the account's own region, which is why the app
+// is admitted by its subnet (service endpoint), not by an address.
+var open = (publicNetworkAccess == 'Enabled') && allowAllNetworks
+var subnetRules = [for id in allowedSubnetIds: {
+  id: id
+  action: 'Allow'
+}]
+var ipRules = [for address in allowedIpAddresses: {
+  value: address
+  action: 'Allow'
+}]
+
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: name
   location: location
@@ -52,7 +75,9 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     publicNetworkAccess: publicNetworkAccess
     networkAcls: {
       bypass: 'AzureServices'
-      defaultAction: (publicNetworkAccess == 'Disabled') ? 'Deny' : 'Allow'
+      defaultAction: open ? 'Allow' : 'Deny'
+      virtualNetworkRules: (publicNetworkAccess == 'Enabled') ? subnetRules : []
+      ipRules: (publicNetworkAccess == 'Enabled') ? ipRules : []
     }
   }
 }

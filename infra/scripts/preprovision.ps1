@@ -7,3 +7,11 @@ if (-not (Test-Path $python)) { throw "preprovision: no $python; create the venv
 if (-not (Get-Command az -ErrorAction SilentlyContinue)) { throw "preprovision: 'az' is not installed; install the Azure CLI, then: azd provision" }
 & $python (Join-Path $PSScriptRoot 'registrations.py')
 if ($LASTEXITCODE -ne 0) { throw 'preprovision: registrations.py failed' }
+
+# The operator's address Cosmos DB and the compensation log admit (preprovision.sh says why).
+if ($env:SAS_GRANT_DEPLOYER_OPERATOR_ROLES -ne 'false' -and -not $env:SAS_OPERATOR_IP -and -not $env:CI) {
+    $operatorIp = if ($env:SAS_CLIENT_IP) { $env:SAS_CLIENT_IP } else { (Invoke-RestMethod -Uri 'https://api.ipify.org').Trim() }
+    Write-Host "preprovision: admitting $operatorIp to Cosmos DB and the compensation log (SAS_OPERATOR_IP)"
+    azd env set SAS_OPERATOR_IP $operatorIp
+    if ($LASTEXITCODE -ne 0) { throw 'preprovision: azd env set SAS_OPERATOR_IP failed' }
+}

@@ -16,3 +16,15 @@ if ! command -v az >/dev/null 2>&1; then
   exit 1
 fi
 "$python" "$(dirname "$0")/registrations.py"
+
+# With networkIsolation off, Cosmos DB and the compensation log admit the app's subnet and one
+# operator address (main.bicep operatorIpAddress). A first deployment's deployer runs `ops --azd`
+# from this machine, so with grantDeployerOperatorRoles on and no address chosen yet, admit this
+# machine's. Not in a pipeline (CI set): a hosted runner's address is shared with other customers
+# and gone after the run. SAS_CLIENT_IP overrides the lookup (a proxy), as in postprovision.sh.
+if [ "${SAS_GRANT_DEPLOYER_OPERATOR_ROLES:-true}" != "false" ] && [ -z "${SAS_OPERATOR_IP:-}" ] \
+    && [ -z "${CI:-}" ]; then
+  operator_ip="${SAS_CLIENT_IP:-$(curl -fsS https://api.ipify.org)}"
+  echo "preprovision: admitting $operator_ip to Cosmos DB and the compensation log (SAS_OPERATOR_IP)"
+  azd env set SAS_OPERATOR_IP "$operator_ip"
+fi

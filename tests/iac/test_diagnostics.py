@@ -66,3 +66,14 @@ def test_a_setting_left_out_in_one_combination_names_it(root: Path, clean: Path)
     assert_fails(
         root, "networkIsolation=true]", "Microsoft.ServiceBus/namespaces", "sends no logs", clean=clean
     )
+
+
+def test_the_durable_task_scheduler_without_its_setting_fails(root: Path, clean: Path) -> None:
+    delete_resource(module(root, "dts"), "diagnostics")
+    assert_fails(
+        root,
+        "[durableBackend=durableTaskScheduler",
+        "Microsoft.DurableTask/schedulers 'scheduler'",
+        "sends no logs to the Log Analytics workspace",
+        clean=clean,
+    )

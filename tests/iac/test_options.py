@@ -136,14 +136,14 @@ def test_the_allow_all_azure_services_rule_fails_in_either_mode(root: Path, clea
 @needs_bicep
 def test_the_docs_list_of_public_endpoints_must_match_the_bicep(root: Path, clean: Path) -> None:
     docs = root / "docs" / "deploying.md"
-    edit(docs, "- `Microsoft.DocumentDB/databaseAccounts`: Cosmos DB.", "- Cosmos DB.")
+    edit(docs, "| `Microsoft.DocumentDB/databaseAccounts`: Cosmos DB |", "| Cosmos DB |")
     assert_fails(
         root, "networkIsolation=false", "Microsoft.DocumentDB/databaseAccounts", "is not listed", clean=clean
     )
     edit(
         docs,
         "<!-- public-endpoints networkIsolation=true -->\n",
-        "<!-- public-endpoints networkIsolation=true -->\n- `Microsoft.Sql/servers`: no\n",
+        "<!-- public-endpoints networkIsolation=true -->\n| `Microsoft.Sql/servers` | no | no |\n",
     )
     assert_fails(
         root, "networkIsolation=true", "Microsoft.Sql/servers", "has no public endpoint", clean=clean

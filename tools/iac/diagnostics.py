@@ -10,15 +10,14 @@ workspace, in every combination of the deployment options (``variants``).
   ``isAzureMonitorTargetEnabled``) and a setting on its ``master`` database with the
   ``SQLSecurityAuditEvents`` category, where Azure Monitor receives the server's audit events.
 
-Sources: Azure Monitor "Supported logs" per resource type and the Bicep reference of
+Sources: Azure Monitor "Supported logs" per resource type (Microsoft.DurableTask/schedulers
+among them: "Durable Task Scheduler Logs") and the Bicep reference of
 Microsoft.Insights/diagnosticSettings (2021-05-01-preview: categoryGroup), and "Set up auditing
 for Azure SQL Database" (auditing to Log Analytics through the master database's setting):
 https://learn.microsoft.com/azure/azure-monitor/reference/logs-index,
+https://learn.microsoft.com/azure/azure-monitor/reference/supported-logs/microsoft-durabletask-schedulers-logs,
 https://learn.microsoft.com/azure/templates/microsoft.insights/diagnosticsettings,
 https://learn.microsoft.com/azure/azure-sql/database/auditing-setup.
-
-Microsoft.DurableTask/schedulers is not in Azure Monitor's supported-logs list, so it has none
-(docs/operating.md "Audit logs" says where its activity is seen instead).
 """
 
 from tools.iac.bicep import Instance, Resource, ResourceRef
@@ -35,6 +34,7 @@ DIAGNOSED = (
     "Microsoft.Sql/servers/databases",
     "Microsoft.Web/sites",
     "Microsoft.App/managedEnvironments",
+    "Microsoft.DurableTask/schedulers",
 )
 STORAGE_SERVICES = DIAGNOSED[2:5]
 SQL_AUDIT_CATEGORY = "SQLSecurityAuditEvents"

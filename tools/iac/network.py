@@ -9,6 +9,17 @@ In every combination:
   ``<!-- public-endpoints networkIsolation=false|true -->`` and ``<!-- /public-endpoints -->``
   (``check_docs``).
 
+With ``networkIsolation`` off (``check_default``), each data service whose tier takes network
+rules (``policy.SUBNET_RESTRICTED``: Cosmos DB, storage, SQL), unless ``policy.OPEN_BY_DEFAULT``
+names it with its reason:
+
+- admits networks it lists only: Cosmos DB's virtual network filter on, storage's default action
+  ``Deny``, SQL by its ``virtualNetworkRules`` children;
+- admits at least one subnet, and only the subnets the Function App and the agent's environment
+  run in, each carrying that service's endpoint (``ignoreMissingVnetServiceEndpoint`` not true);
+- admits no address written in the Bicep (the operator's comes from a parameter) and never
+  ``0.0.0.0``, which Cosmos DB reads as every Azure datacenter.
+
 With ``networkIsolation`` on:
 
 - every data service (``policy.DATA_SERVICES``) has ``publicNetworkAccess: 'Disabled'`` and a
@@ -32,7 +43,8 @@ SQL_FIREWALL_RULE = "Microsoft.Sql/servers/firewallRules"
 DOC_LIST = re.compile(
     r"<!-- public-endpoints networkIsolation=(true|false) -->(.*?)<!-- /public-endpoints -->", re.S
 )
-DOC_ITEM = re.compile(r"^\s*[-*]\s+`(Microsoft\.[A-Za-z]+/[A-Za-z/]+)`", re.M)
+# A list item or a table row that starts with the resource type.
+DOC_ITEM = re.compile(r"^\s*(?:[-*]|\|)\s*`(Microsoft\.[A-Za-z]+/[A-Za-z/]+)`", re.M)
 
 Origin = tuple[tuple[str, ...], str]
 
@@ -91,6 +103,154 @@ def check(deployment: Deployment, isolated: bool, report: Report) -> None:
     _check_firewall(resources, report)
     if isolated:
         _check_isolated(deployment, resources, report)
+    else:
+        check_default(resources, report)
+
+
+SUBNET_NAME = re.compile(r"/subnets/([A-Za-z0-9_.-]+)")
+
+
+def _subnet(value: object) -> str | None:
+    """A subnet ID's subnet name, known offline even when the network's own ID is not."""
+    text = value if isinstance(value, str) else (value.why if isinstance(value, Unknown) else "")
+    match = SUBNET_NAME.search(text)
+    return match.group(1) if match else None
+
+
+def _workload_subnets(resources: list[tuple[Instance, Resource]]) -> set[str]:
+    """The subnets the Function App and the agent's Container Apps environment run in."""
+    found: set[str | None] = set()
+    for _, resource in resources:
+        if _is(resource, "Microsoft.Web/sites"):
+            found.add(_subnet(resource.get("properties", "virtualNetworkSubnetId")))
+        if _is(resource, "Microsoft.App/managedEnvironments"):
+            found.add(_subnet(resource.get("properties", "vnetConfiguration", "infrastructureSubnetId")))
+    return {name for name in found if name}
+
+
+def _service_endpoints(resources: list[tuple[Instance, Resource]]) -> dict[str, set[str]]:
+    """Each subnet's service endpoints, by subnet name."""
+    found: dict[str, set[str]] = {}
+    for _, network in resources:
+        subnets = (
+            network.get("properties", "subnets")
+            if _is(network, "Microsoft.Network/virtualNetworks")
+            else None
+        )
+        for subnet in subnets if isinstance(subnets, list) else []:
+            if not isinstance(subnet, dict) or not isinstance(subnet.get("name"), str):
+                continue
+            endpoints = (subnet.get("properties") or {}).get("serviceEndpoints")
+            found[subnet["name"]] = {
+                e["service"]
+                for e in (endpoints if isinstance(endpoints, list) else [])
+                if isinstance(e, dict) and isinstance(e.get("service"), str)
+            }
+    return found
+
+
+def _rules(
+    instance: Instance, resource: Resource, resources: list[tuple[Instance, Resource]]
+) -> tuple[bool, list[tuple[object, object]], list[object]]:
+    """Whether it admits only what it lists; its (subnet ID, ignore a missing endpoint) rules; its
+    addresses."""
+    if _is(resource, "Microsoft.DocumentDB/databaseAccounts"):
+        subnets = resource.get("properties", "virtualNetworkRules")
+        addresses = resource.get("properties", "ipRules")
+        return (
+            resource.get("properties", "isVirtualNetworkFilterEnabled") is True,
+            [(r.get("id"), r.get("ignoreMissingVNetServiceEndpoint")) for r in _dicts(subnets)],
+            [r.get("ipAddressOrRange") for r in _dicts(addresses)],
+        )
+    if _is(resource, "Microsoft.Storage/storageAccounts"):
+        acls = resource.get("properties", "networkAcls")
+        acls = acls if isinstance(acls, dict) else {}
+        return (
+            acls.get("defaultAction") == "Deny",
+            [(r.get("id"), None) for r in _dicts(acls.get("virtualNetworkRules"))],
+            [r.get("value") for r in _dicts(acls.get("ipRules"))],
+        )
+    children = [
+        child
+        for owner, child in resources
+        if owner is instance
+        and _is(child, "Microsoft.Sql/servers/virtualNetworkRules")
+        and getattr(child.get("parent"), "symbol", None) == resource.symbol
+    ]
+    return (
+        True,
+        [
+            (
+                c.get("properties", "virtualNetworkSubnetId"),
+                c.get("properties", "ignoreMissingVnetServiceEndpoint"),
+            )
+            for c in children
+        ],
+        [],
+    )
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def check_default(resources: list[tuple[Instance, Resource]], report: Report) -> None:
+    """networkIsolation off: the data services that take network rules admit the workloads' subnets only."""
+    workloads = _workload_subnets(resources)
+    endpoints = _service_endpoints(resources)
+    for instance, resource in resources:
+        service = next((t for t in policy.SUBNET_RESTRICTED if _is(resource, t)), None)
+        if service is None or instance.path in policy.OPEN_BY_DEFAULT:
+            continue
+        if resource.get("properties", "publicNetworkAccess") == "Disabled":
+            continue
+        label = (
+            f"with networkIsolation off, {resource.type} '{resource.symbol}' (module "
+            f"{' > '.join(instance.path) or 'main'})"
+        )
+        where = (resource.file.rel, resource.line)
+        listed_only, subnets, addresses = _rules(instance, resource, resources)
+        if not listed_only:
+            report.add(
+                *where,
+                f"{label} admits every network",
+                "deny by default and admit the app's subnet (virtual network rule, service endpoint)",
+            )
+        if not subnets:
+            report.add(
+                *where, f"{label} admits no subnet, so the app cannot reach it", "admit the app's subnet"
+            )
+        needed = policy.SUBNET_RESTRICTED[service]
+        for subnet_id, ignore_missing in subnets:
+            name = _subnet(subnet_id)
+            if name not in workloads:
+                report.add(
+                    *where,
+                    f"{label} admits subnet {name or shown(subnet_id)}, which neither the Function App "
+                    f"nor the agent runs in (theirs: {', '.join(sorted(workloads)) or 'none'})",
+                    "admit only the workloads' subnets",
+                )
+            elif needed not in endpoints.get(name, set()):
+                report.add(
+                    *where,
+                    f"{label} admits subnet {name}, which carries no {needed} service endpoint, so the "
+                    "rule admits nothing",
+                    f"add the {needed} service endpoint to that subnet (network.bicep)",
+                )
+            if ignore_missing is True:
+                report.add(
+                    *where,
+                    f"{label} ignores a missing service endpoint on subnet {name}",
+                    "set ignoreMissingVnetServiceEndpoint to false",
+                )
+        for address in addresses:
+            if isinstance(address, str):
+                report.add(
+                    *where,
+                    f"{label} admits the address {address!r} written in the Bicep"
+                    + (" (every Azure datacenter, for Cosmos DB)" if address.startswith("0.0.0.0") else ""),
+                    "admit the operator's address through main.bicep's operatorIpAddress only",
+                )
 
 
 def _check_firewall(resources: list[tuple[Instance, Resource]], report: Report) -> None:

@@ -218,6 +218,22 @@ PUBLIC_ACCESS_PROPERTY: dict[str, str] = {
     "Microsoft.ContainerRegistry/registries": "publicNetworkAccess",
 }
 PUBLIC_ENDPOINTS_DOC = "docs/deploying.md"
+# With networkIsolation off, the data services whose tier takes virtual network rules admit only the
+# subnets the app and the agent run in (and the operator's address, from a parameter). Resource type
+# -> the service endpoint the admitted subnet must carry for its rule to take effect. Service Bus
+# Standard takes no network rules (Premium only) and the Durable Task Scheduler only an IP allow
+# list, so both stay open; docs/deploying.md "Private network" lists each with its reason.
+SUBNET_RESTRICTED: dict[str, str] = {
+    "Microsoft.DocumentDB/databaseAccounts": "Microsoft.AzureCosmosDB",
+    "Microsoft.Storage/storageAccounts": "Microsoft.Storage",
+    "Microsoft.Sql/servers": "Microsoft.Sql",
+}
+# Module calls (from main.bicep) whose account stays open to every network with networkIsolation
+# off, with the reason: the host account receives the deployment package from the platform, outside
+# the app's subnet (main.bicep, docs/deploying.md "Private network").
+OPEN_BY_DEFAULT: dict[tuple[str, ...], str] = {
+    ("hostStorage",): "Flex Consumption writes the deployment package to it from outside the app's subnet",
+}
 
 # --- A first deployment (first_deployment.py) ------------------------------------------------------
 
