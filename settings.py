@@ -105,7 +105,7 @@ class Settings(ServiceBusSettings):
     # v2.0 tokens of this tenant (issuer <authority>/<tenant>/v2.0, signing keys from that issuer's
     # OpenID configuration) for this audience, the front end's application (client) ID. Only the
     # authority differs between profiles: Entra ID in Azure, a loopback issuer locally
-    # (standins/local_issuer.py). Unset tenant or audience: every request is refused (503).
+    # (harness/standins/local_issuer.py). Unset tenant or audience: every request is refused (503).
     auth_authority: str = Field("https://login.microsoftonline.com", alias="SAS_AUTH_AUTHORITY", min_length=1)
     auth_tenant_id: Annotated[str | None, BeforeValidator(_blank_is_none)] = Field(
         None, alias="SAS_AUTH_TENANT_ID", pattern=r"^[0-9a-fA-F-]{36}$"

@@ -108,7 +108,7 @@ def cosmos_container(
         # policy (adapters/resilience.py) makes the further tries, and starts none after
         # SAS_RETRY_BUDGET_SECONDS, so a caller hears within the budget plus one timeout. An SDK
         # retry inside a try would double it: a read that timed out on a pooled connection is
-        # retried on a new one, held in its TLS handshake (standins/FAULTS.md, issue 37).
+        # retried on a new one, held in its TLS handshake (harness/standins/FAULTS.md, issue 37).
         "connection_timeout": settings.connect_timeout_seconds,
         "read_timeout": settings.call_timeout_seconds,
         "retry_connect": 0,

@@ -1,7 +1,7 @@
 """The caller's Entra access token, verified (E16): PyJWT over the tenant's signing keys.
 
 The same code in every profile; only the authority differs (Entra ID in Azure, the loopback
-issuer of standins/local_issuer.py locally). What is checked here is that the token is genuine and
+issuer of harness/standins/local_issuer.py locally). What is checked here is that the token is genuine and
 current: RS256 only, signed by a key of the issuer's JWKS, this issuer, this tenant (``tid``), this
 one audience (a list is refused), issued no later than now and lasting no longer than Entra ever
 issues, within its lifetime by the app's clock. What the token entitles its bearer to is the domain's

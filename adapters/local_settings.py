@@ -25,8 +25,8 @@ from settings import SettingsError
 
 SETTINGS_FILE_VARIABLE = "LOCAL_SETTINGS_FILE"
 
-# The settings that name a file or folder on this machine (settings.py, devhost/config.py,
-# devhost/app_package.py, adapters/telemetry_export.py).
+# The settings that name a file or folder on this machine (settings.py, harness/devhost/config.py,
+# harness/devhost/app_package.py, adapters/telemetry_export.py).
 PATH_SETTINGS = (
     "SAS_DATA_DIR",
     "DEVHOST_DATA_DIR",

@@ -9,7 +9,7 @@ second exporter in the worker would write each log row again, so there the worke
 its own spans and metrics, which the host never sees. The agent (a Container App) has no host:
 it exports traces, metrics and logs. The host's own sampling must not drop what alerts count:
 host.json excludes Request, Exception and Trace from adaptive sampling (checked by
-tools/host_config.py). Why not the host's OpenTelemetry mode (``"telemetryMode":
+harness/tools/host_config.py). Why not the host's OpenTelemetry mode (``"telemetryMode":
 "OpenTelemetry"``): it is in preview, supports only HTTP, Service Bus and Event Hubs triggers (the
 Supervisor is a timer, activities are Durable), drops the portal's log stream and invocation
 traces, and changes the shape of the rows the alert query reads (Microsoft Learn, "Use

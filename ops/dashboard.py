@@ -453,7 +453,7 @@ def telemetry_dir(environ: dict[str, str] | os._Environ[str]) -> Path | None:
 
 
 async def serve(build: Callable[[], Ports], port: int, announce: Callable[[str], None]) -> None:
-    """Serve until SIGTERM or Ctrl-C: a stack that started it (demo/stack.py) stops it cleanly."""
+    """Serve until SIGTERM or Ctrl-C: a stack that started it (harness/demo/stack.py) stops it cleanly."""
     dashboard = Dashboard(build, telemetry_dir(os.environ))
     announce(await dashboard.start(port))
     stopped = asyncio.Event()

@@ -1,4 +1,4 @@
-"""Functions that failed, per function, from devhost's invocation results (devhost/invocation_log.py).
+"""Functions that failed, per function, from devhost's invocation results (harness/devhost/invocation_log.py).
 
 A function that fails for an infrastructure reason (a queue it cannot open, a store that refuses,
 an unhandled exception) leaves no order behind to look at: this is where it shows. Local only;
@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from devhost.invocation_log import FunctionOutcomes, read
+from harness.devhost.invocation_log import FunctionOutcomes, read
 from ops.output import Output
 
 
 def devhost_data_dir(environ: Mapping[str, str], app_dir: Path | None = None) -> Path:
-    """Where devhost keeps its data, as devhost/config.py reads it (relative: to the app directory)."""
+    """Where devhost keeps its data, as harness/devhost/config.py reads it (relative: to the app
+    directory)."""
     base = (app_dir or Path.cwd()).resolve()
     return base / os.path.expanduser(environ.get("DEVHOST_DATA_DIR", ".devhost"))
 

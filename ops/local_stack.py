@@ -8,7 +8,7 @@ from pathlib import Path
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from settings import Settings
 
-# Where `make run PROFILE=emulators` writes its settings (demo/emulators.py, --workdir's default).
+# Where `make run PROFILE=emulators` writes its settings (harness/demo/emulators.py, --workdir's default).
 EMULATORS_SETTINGS = Path(".data") / "emulators" / "local.settings.json"
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters.local_settings import load_local_settings
-from devhost.config import DevhostConfig
 from domain.errors import DependencyUnavailable
+from harness.devhost.config import DevhostConfig
 from ops import azd
 from ops.errors import EXIT_REFUSED, BadArgument, Refused
 from ops.output import Output

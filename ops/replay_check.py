@@ -3,7 +3,7 @@ still makes the same decisions (the pattern's C7).
 
 The orchestrator runs as the worker runs it: the handle the Durable SDK's decorator registers
 in ``function_app.py`` (``Orchestrator.create``, the SDK's TaskOrchestrationExecutor), given the
-out-of-proc context devhost builds (``devhost.durable_wire``) with the whole history in it. The
+out-of-proc context devhost builds (``harness.devhost.durable_wire``) with the whole history in it. The
 state it returns lists every action it asked for since the start. The Durable runtime (DTFx)
 checks those against the history as devhost's engine does (``durable_engine._Plan``): the n-th
 activity, timer or sub-orchestration asked for must be the n-th one the history scheduled, of
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devhost.durable_wire import (
+from harness.devhost.durable_wire import (
     ActionType,
     EventType,
     context_fields,

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from devhost.durable_wire import EventType, format_time
+from harness.devhost.durable_wire import EventType, format_time
 
 FORMAT = "sas-durable-history/1"
 # DurableTask.Core's EventType names, as the Azure Storage provider writes them in the History
@@ -107,7 +107,7 @@ def _now() -> str:
 def from_devhost(
     database: Path, names: frozenset[str] | None = None, instance_prefix: str = ""
 ) -> list[RecordedHistory]:
-    """Every instance of devhost's task hub (``<data dir>/durable.db``; devhost/durable_store.py
+    """Every instance of devhost's task hub (``<data dir>/durable.db``; harness/devhost/durable_store.py
     has the schema) whose ID starts with ``instance_prefix``, read-only: a running host keeps
     writing it."""
     if not database.exists():

@@ -20,7 +20,7 @@ from services.telemetry import INSTANCE_ID, ORDER_ID
 ORDER_LANE = "order"
 # Spans that mark a moment, whatever their duration: a reply arriving, a status sent, a recovery.
 MARKERS = frozenset({"agent.reply", "status", "supervisor.recover", "submission"})
-# Durable history event types (devhost/durable_wire.py EventType): a timer set, a timer fired.
+# Durable history event types (harness/devhost/durable_wire.py EventType): a timer set, a timer fired.
 TIMER_CREATED, TIMER_FIRED = 10, 11
 
 

@@ -1,7 +1,7 @@
 """A submitting app's access token for the front end, got the way the app itself gets one:
 client credentials for the scope ``api://<SAS_AUTH_AUDIENCE>/.default``.
 
-Locally (an authority on loopback: standins/local_issuer.py) the issuer's token endpoint is asked
+Locally (an authority on loopback: harness/standins/local_issuer.py) the issuer's token endpoint is asked
 for the named app's client ID, as Entra would be with that app's credential. Against Entra ID
 only the app itself can get one, with its own credential (azure-identity; docs/deploying.md
 "A submitting app's token", and docs/submitting_app.py).

@@ -12,7 +12,7 @@ from adapters.azure_profile import pooled_transport
 from adapters.clock import ManualClock
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from domain.policy import SchedulerPolicy
-from standins.ports import free_port
+from harness.standins.ports import free_port
 from tests.support.broker import BrokerFactory, BrokerProcess, broker_process, require_proton, write_config
 from tests.support.clock import T0
 from tests.support.doc_blocks import DOC_BLOCK
@@ -119,7 +119,7 @@ def servicebus_broker_with(tmp_path: Path) -> Iterator[BrokerFactory]:
     """Start an in-process broker whose queues are ``{name: Config.json Properties}``; stopped
     after the test. Also offers ``queue_depth`` and ``dead_letter_depth``."""
     require_proton()
-    from standins.amqp_broker import Broker, start_broker  # noqa: PLC0415  # only once proton is known to be there
+    from harness.standins.amqp_broker import Broker, start_broker  # noqa: PLC0415  # only once proton is known to be there
 
     started: list[Broker] = []
 

@@ -1,5 +1,5 @@
 """Azure Service Bus limits: one table, read by the local bus (the embedded profile, which ships)
-and by the AMQP test broker (standins/amqp_broker/, which does not), so both refuse exactly what
+and by the AMQP test broker (harness/standins/amqp_broker/, which does not), so both refuse exactly what
 Service Bus refuses. Here, in adapters/, because the package may hold it and the broker may
 import it (tests/unit/test_purity.py: nothing shipped imports the harness; the reverse is free).
 
@@ -70,7 +70,7 @@ DUPLICATE_DETECTION_WINDOW = Limit(
 # "integer", "format": "int32", with no maximum, so 2147483647 is the most it holds. Searched and
 # not found: a maximum in the quotas page, the QueueProperties remarks, the ARM/REST schema,
 # azure-servicebus's management models (no check), .NET's setter. The Service Bus *emulator*
-# takes 1..10 (its Config-schema.json; tools/iac/emulator.py), which is the emulator's limit, not
+# takes 1..10 (its Config-schema.json; harness/tools/iac/emulator.py), which is the emulator's limit, not
 # Azure's: 100000 is within what Azure accepts as far as any source says.
 MAX_DELIVERY_COUNT = Limit("MaxDeliveryCount", 1, 2**31 - 1, QUEUE_PROPERTIES + "; " + ARM_QUEUE)
 # A positive duration; the SDK sends a message's TTL in whole seconds.

@@ -689,7 +689,7 @@ class LocalServiceBus:
 def check_queue(config: QueueConfig) -> None:
     """A queue's properties against Service Bus's bounds (``limits``). The lock duration is held
     to the documented maximum only: the 5-second floor is the portal's, and the data plane takes
-    less (standins/amqp_broker/limits.py has the sources)."""
+    less (harness/standins/amqp_broker/limits.py has the sources)."""
     problems = [
         limits.outside(limits.MAX_DELIVERY_COUNT, config.max_delivery_count),
         None

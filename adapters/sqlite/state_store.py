@@ -77,7 +77,7 @@ def _columns(record: StateRecord) -> tuple[Any, ...]:
 
 class SqliteStateStore:
     def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
-        """``synchronous``: FULL only for bench.sqlite_writers, which measures what NORMAL saves."""
+        """``synchronous``: FULL only for harness.bench.sqlite_writers, which measures what NORMAL saves."""
         self._db = SqliteDatabase(path, SCHEMA, synchronous=synchronous)
 
     @property

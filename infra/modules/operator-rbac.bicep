@@ -1,7 +1,7 @@
 // The deploying principal's data-plane roles for `python -m ops` against Azure, on a first
 // deployment (main.bicep grantDeployerOperatorRoles). Each is the least role the command needs,
-// scoped to the one entity it touches; python -m tools.iac allows exactly these
-// (tools/iac/first_deployment.py, policy.OPERATOR_ROLES). The orders database needs nothing here:
+// scoped to the one entity it touches; python -m harness.tools.iac allows exactly these
+// (harness/tools/iac/first_deployment.py, policy.OPERATOR_ROLES). The orders database needs nothing here:
 // the deployer is the SQL server's Entra administrator (sql.bicep). `ops resubmit` and
 // `ops compensate` write state records, which needs Cosmos DB Built-in Data Contributor: not
 // granted here (docs/operating.md).

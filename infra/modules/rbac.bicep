@@ -26,7 +26,7 @@
 // https://learn.microsoft.com/azure/azure-functions/functions-target-based-scaling#service-bus-queues-and-topics
 // https://github.com/Azure/azure-sdk-for-net/blob/main/sdk/servicebus/Microsoft.Azure.WebJobs.Extensions.ServiceBus/src/Listeners/ServiceBusMetricsProvider.cs
 // Scoped to the queue, Data Owner also lets the app change or delete that queue; nothing else gets
-// it (python -m tools.iac: tools/iac/trigger_roles.py). Receiver stays: it is the trigger's own
+// it (python -m harness.tools.iac: harness/tools/iac/trigger_roles.py). Receiver stays: it is the trigger's own
 // right, and it keeps the trigger working if Data Owner is ever removed. infra/README.md has more.
 //
 // Reader, only on the orders queue, only for the app's identity: admission control (C3) reads the
@@ -36,7 +36,7 @@
 //
 // Submitting apps send nothing to Service Bus: they post orders to the front end over HTTP
 // (App Service Authentication, functionapp.bicep), and the Function App is the only sender to
-// orders. python -m tools.iac proves it (tools/iac/isolation.py).
+// orders. python -m harness.tools.iac proves it (harness/tools/iac/isolation.py).
 // The app's SQL access is a database user created by the post-provision script (sql/users.sql).
 
 @description('Principal ID of the Function App identity.')

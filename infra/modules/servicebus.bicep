@@ -2,10 +2,10 @@
 // authentication is off: senders and receivers authenticate with Entra ID, and each identity gets
 // queue-scoped roles (rbac.bicep).
 //
-// The queues and their properties mirror emulators/servicebus-config/Config.json (the Service Bus emulator's
+// The queues and their properties mirror harness/emulators/servicebus-config/Config.json (the Service Bus emulator's
 // configuration for `func start`); the offline checks compare the two. Two properties differ on
 // purpose, because the emulator refuses to start with Azure's values: Config.json holds the
-// emulator's maximum where the value here is beyond it (tools/iac/emulator.py EMULATOR_CLAMPED):
+// emulator's maximum where the value here is beyond it (harness/tools/iac/emulator.py EMULATOR_CLAMPED):
 // defaultMessageTimeToLive at most PT1H and duplicateDetectionHistoryTimeWindow at most PT5M
 // (https://github.com/Azure/azure-service-bus-emulator-installer/blob/main/ServiceBus-Emulator/Schema/Config-schema.json).
 // Every other property is the same in both.

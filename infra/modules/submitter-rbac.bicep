@@ -3,7 +3,7 @@
 // submitting app's only role anywhere: it submits orders over HTTP only (App Service
 // Authentication, functionapp.bicep), and the Function App is the only sender to orders. A
 // submitting app listed before its identity exists (empty principalId) gets its queue now and its
-// role on the next provision. python -m tools.iac checks all of this (tools/iac/isolation.py).
+// role on the next provision. python -m harness.tools.iac checks all of this (harness/tools/iac/isolation.py).
 
 @description('Name of the Service Bus namespace.')
 param serviceBusName string

@@ -3,12 +3,12 @@ app role, and each submitting app's service principal is assigned it.
 
 The front end refuses an application token without that role (domain/apps.py ``SUBMIT_ROLE``).
 Bicep cannot declare it here: the Microsoft Graph Bicep extension's resources are beyond what the
-offline checkers parse (tools/iac/README.md), so this script does it with the Azure CLI, from the
+offline checkers parse (harness/tools/iac/README.md), so this script does it with the Azure CLI, from the
 outputs of main.bicep that azd passes to hooks: ``SAS_FRONTEND_CLIENT_ID`` (the registration) and
 ``SAS_SUBMITTERS`` (exactly the Function App's registry: ``name=clientId`` pairs). It also makes
 the registration issue v2.0 tokens (their ``aud`` is the client ID, their issuer the tenant's v2.0
 one, as SAS_AUTH_* expect) with the ``idtyp`` claim, which tells application tokens from
-delegated ones. tools/iac/app_roles.py checks this file, the outputs and the hooks that run it.
+delegated ones. harness/tools/iac/app_roles.py checks this file, the outputs and the hooks that run it.
 
 Idempotent: safe to run again (``azd hooks run postprovision``). Needs the Azure CLI, signed in
 as an owner of the front end's registration (the preprovision hook makes its creator one) to set

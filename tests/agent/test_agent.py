@@ -18,8 +18,8 @@ from adapters.servicebus.messages import QueueConfig
 from agent_worker.remote import RemoteService
 from agent_worker.settings import AgentSettings
 from agent_worker.worker import Agent
-from demo.stack import Stack, http_json, wait_for
 from domain.messages import AgentRequest
+from harness.demo.stack import Stack, http_json, wait_for
 from simulator.app import SIMULATOR
 from simulator.profile import FaultProfile
 from tests.support.simulator import start_simulator

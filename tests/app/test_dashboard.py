@@ -7,7 +7,7 @@ worker process is killed with SIGKILL, an activity in flight on it: the page mus
 every count the stores and the telemetry files hold (telemetry is written on each change), the
 killed invocation as a function failure (devhost's invocation results), and, at a laptop's
 1366x768, what failed and why above the fold. With SAS_SCREENSHOTS set to a folder, the test
-saves the pages there (scripts/screenshots.sh retakes docs/images/ so).
+saves the pages there (harness/scripts/screenshots.sh retakes docs/images/ so).
 """
 
 import asyncio
@@ -24,11 +24,11 @@ from playwright import async_api as playwright_api
 
 from adapters.clock import host_clock
 from bootstrap import build_ports
-from devhost import invocation_log
-from devhost.worker_processes import WorkerProcesses
 from domain import transitions
 from domain.messages import AgentRequest
 from domain.states import ProcessState
+from harness.devhost import invocation_log
+from harness.devhost.worker_processes import WorkerProcesses
 from ops import outage_view
 from ops.dashboard import Dashboard
 from settings import Settings

@@ -12,9 +12,9 @@ import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
 from domain.states import ProcessState
+from harness.tools.deploy_package import build
 from settings import SettingsError
 from tests.support.app import ROOT, start_app, submission
-from tools.deploy_package import build
 
 # Settings the sample sets and the embedded profile leaves unset: what a foreign file would fill.
 SAMPLE = json.loads((ROOT / "local.settings.sample.json").read_text())["Values"]
@@ -28,7 +28,8 @@ def root_with_foreign_settings(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     build(ROOT, root)
     shutil.copytree(
-        ROOT / "emulators" / "servicebus-config", root / "emulators" / "servicebus-config"
+        ROOT / "harness" / "emulators" / "servicebus-config",
+        root / "harness" / "emulators" / "servicebus-config",
     )  # devhost's queue declarations
     shutil.copy2(ROOT / "local.settings.sample.json", root / "local.settings.json")
     return root

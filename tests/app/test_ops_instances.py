@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from devhost.durable_wire import FINISHED, RuntimeStatus
+from harness.devhost.durable_wire import FINISHED, RuntimeStatus
 from ops import instances
 from ops.cli import EXIT_UNAVAILABLE, EXIT_USAGE, main
 from tests.support.app import App

@@ -1,4 +1,4 @@
-"""Outages of the stores under the app, with real connection faults (standins/fault_proxy.py).
+"""Outages of the stores under the app, with real connection faults (harness/standins/fault_proxy.py).
 
 The emulators profile on devhost: orders in PostgreSQL over psqlODBC, state in the Cosmos DB API
 server, each behind a fault-injecting TCP proxy; the compensation log in Azurite. 200 orders go
@@ -40,10 +40,10 @@ from domain.sample_workflow import ORDER_WORKFLOW_V1
 from domain.states import TERMINAL_STATES, ProcessState
 from domain.transitions import is_awaiting_order_row
 from domain.workflow import Runs
+from harness.standins.fault_proxy import FaultProxy, Mode
+from harness.standins.ports import free_port
 from ops.cli import EXIT_UNAVAILABLE, main
 from settings import Settings
-from standins.fault_proxy import FaultProxy, Mode
-from standins.ports import free_port
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
 from tests.support.emulators import EMULATOR_KEY, cosmos_server, empty_compensation_log, new_postgres_database
 

@@ -1,6 +1,6 @@
 """Hostile tokens against the real function_app.py on devhost (E16): each is refused with the
 right status and nothing is stored or queued. The app verifies them with the validator it runs
-in Azure; only the issuer is local (standins/local_issuer.py). The validator's own reasons are
+in Azure; only the issuer is local (harness/standins/local_issuer.py). The validator's own reasons are
 pinned case by case in tests/unit/test_entra_tokens.py."""
 
 import json
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.entra_tokens import MAX_TOKEN_CHARS
-from standins.local_issuer import LocalIssuer, new_key
+from harness.standins.local_issuer import LocalIssuer, new_key
 from tests.support.app import CLIENT_IDS, App, order_body, start_app
 from tests.support.tokens import hs256_with_public_key, tampered, unsigned
 

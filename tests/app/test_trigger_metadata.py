@@ -1,7 +1,7 @@
 """What a message's body can set of its trigger metadata, and that the app never trusts it.
 
 The Functions host binds a JSON body's top-level properties over the Service Bus extension's
-own values, case-insensitively, and devhost binds them the same way (``devhost/bindings.py``):
+own values, case-insensitively, and devhost binds them the same way (``harness/devhost/bindings.py``):
 a body naming ``DeliveryCount`` or ``LockToken`` sets what the function reads as its delivery
 count or lock token. These run the deployment package in a worker process, as on Azure.
 """

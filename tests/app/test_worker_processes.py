@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from devhost.worker_processes import WorkerProcesses
 from domain.states import ProcessState
+from harness.devhost.worker_processes import WorkerProcesses
 from tests.support.app import App, start_app, submission
 
 FORWARD = ("ReserveInventory", "ChargePayment")

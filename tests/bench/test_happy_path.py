@@ -1,9 +1,9 @@
-"""bench.happy_path's arithmetic: the stages split the latency exactly, from spans as exported."""
+"""harness.bench.happy_path's arithmetic: the stages split the latency exactly, from spans as exported."""
 
 import json
 from pathlib import Path
 
-from bench.happy_path import STAGES, OrderSpans, Span, Timing, read_spans, stages
+from harness.bench.happy_path import STAGES, OrderSpans, Span, Timing, read_spans, stages
 
 T = 1_000_000.0  # an epoch second
 

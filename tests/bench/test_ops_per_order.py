@@ -1,11 +1,11 @@
-"""docs/design.md's cost table is the recorded run of bench.ops_per_order, and the recorded happy
+"""docs/design.md's cost table is the recorded run of harness.bench.ops_per_order, and the recorded happy
 path never does less than the floor the bench names (a floor above a real run is wrong)."""
 
 import json
 import re
 from pathlib import Path
 
-from bench.ops_per_order import MINIMUM, RESULTS, render_table
+from harness.bench.ops_per_order import MINIMUM, RESULTS, render_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = re.compile(r"<!-- ops-per-order -->\n(.*?)\n<!-- /ops-per-order -->", re.S)
@@ -16,7 +16,8 @@ def test_the_docs_cost_table_is_rendered_from_the_recorded_run() -> None:
     found = TABLE.search((ROOT / "docs" / "design.md").read_text())
     assert found, "docs/design.md has no <!-- ops-per-order --> table"
     assert found.group(1).strip() == render_table(recorded["per_order"]), (
-        "run `python -m bench.ops_per_order --json bench/results/ops_per_order.json` and paste its table"
+        "run `python -m harness.bench.ops_per_order --json harness/bench/results/ops_per_order.json` "
+        "and paste its table"
     )
 
 

@@ -17,8 +17,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 from proton import Message
 
-from standins.amqp_broker import limits
-from standins.amqp_broker.config import QueueSettings, load_queues, queues_from_config
+from harness.standins.amqp_broker import limits
+from harness.standins.amqp_broker.config import QueueSettings, load_queues, queues_from_config
 from tests.support.broker import CONFIG, BrokerFactory, run_broker_command
 from tests.support.broker_clients import PLAIN, receive_until, send_raw
 
@@ -195,7 +195,7 @@ def test_the_repository_config_is_within_the_limits() -> None:
     assert {q.name for q in load_queues(CONFIG)} >= {"orders", "agent-requests", "agent-replies"}
 
 
-@pytest.mark.processes  # python -m standins.amqp_broker
+@pytest.mark.processes  # python -m harness.standins.amqp_broker
 def test_the_command_refuses_such_a_config_at_start_up(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(_document({"MaxDeliveryCount": 10, "LockDuration": "PT1S"})))

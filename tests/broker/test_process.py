@@ -1,4 +1,4 @@
-"""``python -m standins.amqp_broker``: the command the fixtures and developers run."""
+"""``python -m harness.standins.amqp_broker``: the command the fixtures and developers run."""
 
 import signal
 import subprocess
@@ -11,13 +11,13 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from tests.support.broker import CONFIG, ROOT, run_broker_command
 from tests.support.broker_clients import receive_until
 
-# python -m standins.amqp_broker
+# python -m harness.standins.amqp_broker
 pytestmark = pytest.mark.processes
 
 
 def test_serves_until_sigterm_then_exits_cleanly() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "standins.amqp_broker", "--config", str(CONFIG), "--port", "0"],
+        [sys.executable, "-m", "harness.standins.amqp_broker", "--config", str(CONFIG), "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -2,7 +2,7 @@
 
 Each test names the reference it follows; none is written from what the broker happened to do.
 Where a reference gives the service's answer only in part (the condition of a refusal, say),
-``standins/amqp_broker/limits.py`` says what was found and what the broker chose, and the test
+``harness/standins/amqp_broker/limits.py`` says what was found and what the broker chose, and the test
 asserts what the reference does say and how the SDK surfaces it.
 """
 
@@ -30,7 +30,7 @@ from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusErro
 from proton import UNDESCRIBED, Array, Data, Described, Message, symbol, uint, ulong
 from proton.utils import BlockingConnection
 
-from standins.amqp_broker.frames import LenientSocket
+from harness.standins.amqp_broker.frames import LenientSocket
 from tests.support.broker import BrokerFactory
 from tests.support.broker_clients import PLAIN, SHORT_LOCK, receive_until
 

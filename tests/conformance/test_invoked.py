@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from contracts.names import orchestrator_name
-from devhost.worker_processes import WorkerProcesses
 from domain.states import ProcessState
+from harness.devhost.worker_processes import WorkerProcesses
 from services.claim_pending import claim_pending
 from tests.support.app import App, order_body, start_app, submission
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from devhost import app_package
-from devhost.worker import LoadedFunction
-from devhost.worker_processes import WorkerProcesses
+from harness.devhost import app_package
+from harness.devhost.worker import LoadedFunction
+from harness.devhost.worker_processes import WorkerProcesses
+from harness.tools.deploy_package import build
 from orchestrators import first_engine
-from tools.deploy_package import build
 
 # A fresh venv from pip and the real Functions worker.
 pytestmark = pytest.mark.processes
@@ -60,7 +60,7 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _indexed(data: Path) -> list[LoadedFunction]:
     """What the worker processes devhost starts report, from the package and an environment
-    of requirements.txt alone (devhost/app_package.py), as the platform's host hears it."""
+    of requirements.txt alone (harness/devhost/app_package.py), as the platform's host hears it."""
 
     async def index() -> list[LoadedFunction]:
         package = app_package.prepare(ROOT, data, os.environ, print)
@@ -104,7 +104,7 @@ def test_devhost_refuses_an_app_the_worker_refuses_naming_the_annotation(
     (app / "first_engine_blueprint.py").write_text("from typing import Any\n" + refused)
     shutil.copy2(ROOT / "local.settings.embedded.json", app / "local.settings.json")
     started = subprocess.run(
-        [sys.executable, "-m", "devhost", "start", "--app-dir", str(app), "--port", "0"],
+        [sys.executable, "-m", "harness.devhost", "start", "--app-dir", str(app), "--port", "0"],
         check=False,
         cwd=ROOT,
         env={**os.environ, SETTINGS_FILE_VARIABLE: str(app / "local.settings.json")},

@@ -24,7 +24,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from adapters.clock import ManualClock
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
-from devhost.config import queues_from_emulator_config
+from harness.devhost.config import queues_from_emulator_config
 from tests.support.broker import BrokerFactory, write_config
 from tests.support.broker_clients import receive_until
 

@@ -15,8 +15,8 @@ from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusErro
 from adapters.servicebus import limits
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig, dead_letter_queue
-from devhost.config import queues_from_emulator_config
-from standins.amqp_broker.config import load_queues
+from harness.devhost.config import queues_from_emulator_config
+from harness.standins.amqp_broker.config import load_queues
 from tests.support.broker import BrokerFactory, write_config
 from tests.support.broker_clients import PLAIN, receive_until
 

@@ -22,8 +22,8 @@ from adapters.servicebus.clients import servicebus_client
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.local_messaging import LocalMessaging
 from adapters.servicebus.messages import MessageLockLost, QueueConfig
-from devhost.servicebus_broker import BrokerServiceBus
-from devhost.servicebus_triggers import TriggerBus
+from harness.devhost.servicebus_broker import BrokerServiceBus
+from harness.devhost.servicebus_triggers import TriggerBus
 
 MAX_DELIVERIES = 3
 QUEUES = [f"work-{n}" for n in range(20)]  # one per test: a test never sees another's messages
@@ -73,7 +73,7 @@ def _emulator_config(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def broker_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Iterator[Rig]]:
     """One broker and one pair of clients for the module (closing SDK clients takes ~0.5 s)."""
-    from standins.amqp_broker.server import start_broker  # noqa: PLC0415 - needs qpid-proton
+    from harness.standins.amqp_broker.server import start_broker  # noqa: PLC0415 - needs qpid-proton
 
     with start_broker(_emulator_config(tmp_path_factory.mktemp("broker") / "Config.json")) as broker:
         sb = ServiceBusMessaging(servicebus_client(broker.connection_string))

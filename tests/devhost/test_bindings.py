@@ -12,8 +12,8 @@ from azure_functions_runtime.bindings.datumdef import Datum
 from multidict import CIMultiDict
 
 from adapters.servicebus.messages import ReceivedMessage
-from devhost import bindings
-from devhost.protocol import function_rpc_pb2 as rpc
+from harness.devhost import bindings
+from harness.devhost.protocol import function_rpc_pb2 as rpc
 
 ENQUEUED = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
 """A second devhost on a port that is taken stops at once with one line that says which port and
-how to choose another, and exit code 2 like its other start-up errors (devhost/README.md)."""
+how to choose another, and exit code 2 like its other start-up errors (harness/devhost/README.md)."""
 
 import socket
 from collections.abc import Iterator
@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.devhost_cli import devhost_start
 
-pytestmark = pytest.mark.processes  # python -m devhost start
+pytestmark = pytest.mark.processes  # python -m harness.devhost start
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
-from devhost.durable_api import BASE
+from harness.devhost.durable_api import BASE
 from tests.support.devhost_sample import Sample
 from tests.support.durable_http import JSON, call, start
 
@@ -113,7 +113,7 @@ def test_every_management_url_carries_the_task_hub_and_connection(sample: Sample
 
 def test_what_devhost_refuses_is_not_advertised_and_answers_501(sample: Sample) -> None:
     """The extension advertises suspend and resume, and serves rewind: devhost supports none of
-    them, so it leaves them out of the URLs and answers 501 with a message (devhost/README.md)."""
+    them, so it leaves them out of the URLs and answers 501 with a message (harness/devhost/README.md)."""
     urls = start(sample, "suspendable")
     assert not {"suspendPostUri", "resumePostUri", "rewindPostUri"} & set(urls)
     binding = json.loads(sample.host.client_json())

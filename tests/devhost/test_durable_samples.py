@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from devhost.durable_wire import EventType
+from harness.devhost.durable_wire import EventType
 from tests.support.devhost_sample import Sample
 from tests.support.durable_http import JSON, call, start
 

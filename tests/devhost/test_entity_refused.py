@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.devhost_cli import devhost_start
 
-pytestmark = pytest.mark.processes  # python -m devhost start
+pytestmark = pytest.mark.processes  # python -m harness.devhost start
 
 ENTITY_APP = Path(__file__).parent / "entity_app"
 

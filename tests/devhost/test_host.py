@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 from adapters.servicebus.local_bus import LocalServiceBus
-from devhost import bindings
-from devhost.clock import VirtualClock
-from devhost.durable_wire import EventType, context_fields, orchestration_context, split_orchestrator_error
-from devhost.host import Host
-from devhost.indexing import IndexingError
-from devhost.settings import SettingsError
+from harness.devhost import bindings
+from harness.devhost.clock import VirtualClock
+from harness.devhost.durable_wire import (
+    EventType,
+    context_fields,
+    orchestration_context,
+    split_orchestrator_error,
+)
+from harness.devhost.host import Host
+from harness.devhost.indexing import IndexingError
+from harness.devhost.settings import SettingsError
 from tests.support.devhost_sample import SAMPLE_APP, Sample, make_sample
 
 
@@ -122,7 +127,9 @@ def test_a_message_that_always_fails_is_dead_lettered_after_max_delivery_count(s
     [dead] = sample.host.servicebus.peek("work/$deadletterqueue")
     assert dead.message_id == "poison"
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
-    assert dead.delivery_count == 3  # the queue's MaxDeliveryCount in emulators/servicebus-config/Config.json
+    assert (
+        dead.delivery_count == 3
+    )  # the queue's MaxDeliveryCount in harness/emulators/servicebus-config/Config.json
 
 
 def test_a_body_that_is_not_text_fails_each_delivery_and_is_dead_lettered(sample: Sample) -> None:

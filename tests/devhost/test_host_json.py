@@ -1,10 +1,10 @@
-"""``python -m devhost start`` refuses a host.json the Functions host refuses, as a start-up error.
+"""``python -m harness.devhost start`` refuses a host.json the Functions host refuses, as a start-up error.
 
 The host reads host.json before anything else (``HostJsonFileConfigurationSource.LoadHostConfig``
 in azure-functions-host): one JSON object, parsed by Newtonsoft's ``JObject.Parse`` (comments
 allowed), with a ``version``. What it cannot use stops it with "Unable to parse host configuration
 file '<path>'." or "The host.json file is missing the required 'version' property."; devhost says
-the same and exits 2, its code for every start-up error (devhost/README.md).
+the same and exits 2, its code for every start-up error (harness/devhost/README.md).
 """
 
 import shutil
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.config import load_host_json, route_prefix
+from harness.devhost.config import load_host_json, route_prefix
 from tests.support.devhost_cli import devhost_start
 
 SAMPLE_APP = Path(__file__).parent / "sample_app"
@@ -32,7 +32,7 @@ TWO_OBJECTS = '{\n  "version": "2.0"\n}{\n  "version": "2.0"\n}\n'
     ],
     ids=["two-objects", "truncated", "not-an-object", "no-version"],
 )
-@pytest.mark.processes  # python -m devhost start
+@pytest.mark.processes  # python -m harness.devhost start
 def test_a_host_json_the_host_refuses_is_a_start_up_error(tmp_path: Path, host_json: str, error: str) -> None:
     app_dir = tmp_path / "app"
     shutil.copytree(SAMPLE_APP, app_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from demo.stack import free_port, wait_for
+from harness.demo.stack import free_port, wait_for
 from tests.support.devhost_sample import SAMPLE_APP
 
 # devhost start, killed and restarted.
@@ -42,7 +42,7 @@ class Devhost:
                 [
                     sys.executable,
                     "-m",
-                    "devhost",
+                    "harness.devhost",
                     "start",
                     "--app-dir",
                     str(SAMPLE_APP),

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
-from devhost.clock import SystemClock
+from harness.devhost.clock import SystemClock
 from tests.support.devhost_sample import Sample, make_sample
 
 AN_HOUR = 3600.0

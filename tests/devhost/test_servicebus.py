@@ -23,8 +23,8 @@ from adapters.servicebus.messages import (
     ReceivedMessage,
     dead_letter_queue,
 )
-from devhost.config import queues_from_emulator_config
 from domain.timestamps import format_ts
+from harness.devhost.config import queues_from_emulator_config
 from settings import SettingsError
 from tests.support.broker import write_config
 

@@ -45,7 +45,7 @@ class Service:
 SERVICES = (
     # A new devhost is a new stack: what the document started before is stopped first.
     Service("devhost", re.compile(r"make run\b"), re.compile(r"Host started: ")),
-    Service("devhost", re.compile(r"\S*python -m devhost start\b"), re.compile(r"Host started: ")),
+    Service("devhost", re.compile(r"\S*python -m harness.devhost start\b"), re.compile(r"Host started: ")),
     Service("simulator", re.compile(r"\S*python -m simulator\b"), re.compile(r"Simulator listening on ")),
     Service("agent", re.compile(r"\S*python -m agent_worker\b"), re.compile(r"Agent \S+ started: ")),
 )

@@ -4,7 +4,7 @@ user runs them from a clone, and the servers its blocks leave running.
 The copy holds the working tree's files (``git ls-files``: tracked and new, not ignored), so a
 relative path in a block or in a settings file resolves as it does for a user, and nothing a
 block writes (``.data``, ``.devhost``, ``local.settings.json``) touches the repository. It stands
-for a clone on which ``make venv`` has run: the venvs and ``emulators/node_modules`` are links to
+for a clone on which ``make venv`` has run: the venvs and ``harness/emulators/node_modules`` are links to
 the repository's, the compiled protocol is copied, and no copied file is newer than the venv's
 stamp, so make does not rebuild the shared venv from a copy.
 
@@ -32,8 +32,8 @@ from adapters.local_settings import SETTINGS_FILE_VARIABLE
 from tests.docs.shell_blocks import Service, ShellBlock, Step, matches
 
 ROOT = Path(__file__).resolve().parents[2]
-LINKED = (".venv", ".venv-bicep", ".venv-checkov", "emulators/node_modules")
-GENERATED = ("devhost/protocol/function_rpc_pb2.py", "devhost/protocol/function_rpc_pb2.pyi")
+LINKED = (".venv", ".venv-bicep", ".venv-checkov", "harness/emulators/node_modules")
+GENERATED = ("harness/devhost/protocol/function_rpc_pb2.py", "harness/devhost/protocol/function_rpc_pb2.pyi")
 PORTS_LOCK = Path(tempfile.gettempdir()) / "sas-documented-ports.lock"
 # A block's own deadline: `make demo` and `ops smoke` (its 120 s wait) are the longest.
 BLOCK_TIMEOUT = 600.0

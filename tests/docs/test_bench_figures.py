@@ -1,18 +1,18 @@
 """Every measured figure in the README and docs/ is its benchmark's recorded result
-(tools/bench_figures.py), and the check fails on a figure typed by hand, a file or key that is
+(harness/tools/bench_figures.py), and the check fails on a figure typed by hand, a file or key that is
 not there; ``--write`` renders them."""
 
 import json
 from pathlib import Path
 
-from tools import bench_figures
+from harness.tools import bench_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_figure_in_the_docs_is_its_recorded_result() -> None:
     problems = bench_figures.check(bench_figures.documents(ROOT))
-    assert not problems, "run `python -m tools.bench_figures --write`:\n" + "\n".join(problems)
+    assert not problems, "run `python -m harness.tools.bench_figures --write`:\n" + "\n".join(problems)
 
 
 def _docs(tmp_path: Path, markdown: str) -> tuple[Path, Path]:

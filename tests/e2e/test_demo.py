@@ -16,7 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_demo(tmp_path: Path, *extra: str, orders: int = 24) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "demo", "--orders", str(orders), "--workdir", str(tmp_path / "demo"), *extra],
+        [
+            sys.executable,
+            "-m",
+            "harness.demo",
+            "--orders",
+            str(orders),
+            "--workdir",
+            str(tmp_path / "demo"),
+            *extra,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -51,7 +60,7 @@ def test_a_service_that_applies_effects_twice_makes_the_demo_fail(tmp_path: Path
 
 @pytest.mark.slow
 def test_keep_then_ctrl_c_still_prints_the_report(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "demo", "--orders", "8", "--no-chaos", "--keep"]
+    command = [sys.executable, "-m", "harness.demo", "--orders", "8", "--no-chaos", "--keep"]
     demo = subprocess.Popen(
         [*command, "--workdir", str(tmp_path / "demo")],
         cwd=ROOT,

@@ -17,9 +17,9 @@ from azure.cosmos import CosmosClient, PartitionKey
 from adapters.servicebus.azure import ServiceBusMessaging
 from adapters.sql.orders import POSTGRESQL, pyodbc_orders_repository
 from adapters.sql.schema import POSTGRESQL_SCHEMA
-from demo.judge import EXPECTED_STATUS
-from demo.stack import Stack, wait_for
 from domain.states import ProcessState
+from harness.demo.judge import EXPECTED_STATUS
+from harness.demo.stack import Stack, wait_for
 from tests.support.app import submission
 from tests.support.emulators import AZURITE_KEY, empty_compensation_log, new_postgres_database
 

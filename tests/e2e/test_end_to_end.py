@@ -1,6 +1,6 @@
 """The whole embedded stack as real processes: devhost with function_app.py, two agent worker
 processes and the flaky simulator. The simulator's ledger is the judge: the demo's own
-(demo/judge.py, ``effect_checks``)."""
+(harness/demo/judge.py, ``effect_checks``)."""
 
 import json
 from collections import Counter
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from demo.judge import effect_checks, effects
-from demo.stack import Stack
 from domain.states import ProcessState
+from harness.demo.judge import effect_checks, effects
+from harness.demo.stack import Stack
 from tests.support.app import submission
 
 # devhost start, agent workers and the simulator as child processes.

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from standins.ports import free_port
+from harness.standins.ports import free_port
 from tests.support.app import order_body
 
 # devhost start under the local issuer, and the ops CLI, as child processes.
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the repository holds beside its tracked files once `make venv` has run.
-BUILT = ("devhost/protocol/function_rpc_pb2.py", "devhost/protocol/function_rpc_pb2.pyi")
+BUILT = ("harness/devhost/protocol/function_rpc_pb2.py", "harness/devhost/protocol/function_rpc_pb2.pyi")
 DEADLINE = 90.0
 
 

@@ -1,4 +1,4 @@
-"""``make run PROFILE=emulators`` (``python -m demo.emulators``): one command brings up the Cosmos DB
+"""``make run PROFILE=emulators`` (``python -m harness.demo.emulators``): one command brings up the Cosmos DB
 server, Azurite, the schema, the settings, a simulator, an agent and devhost, and an order made
 with ``ops smoke`` from another process, with the settings it printed, completes."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from demo.stack import wait_for
+from harness.demo.stack import wait_for
 
-# python -m demo.emulators starts the Cosmos DB server and Azurite (make emulators).
+# python -m harness.demo.emulators starts the Cosmos DB server and Azurite (make emulators).
 pytestmark = [pytest.mark.processes, pytest.mark.emulators]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_one_command_runs_the_emulators_profile_and_an_order_completes(tmp_path: Path) -> None:
     workdir = tmp_path / "emulators"
     runner = subprocess.Popen(
-        [sys.executable, "-m", "demo.emulators", "--workdir", str(workdir), "--port", "0"],
+        [sys.executable, "-m", "harness.demo.emulators", "--workdir", str(workdir), "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

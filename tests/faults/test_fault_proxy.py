@@ -1,6 +1,6 @@
-"""The fault-injecting proxy (standins/fault_proxy.py): each mode against a small echo server, then
+"""The fault-injecting proxy (harness/standins/fault_proxy.py): each mode against a small echo server, then
 what the real clients raise through it, PostgreSQL over psqlODBC and the Cosmos SDK, as
-standins/FAULTS.md records. Every wait is on the proxy's counts, on an event, on a future or on a
+harness/standins/FAULTS.md records. Every wait is on the proxy's counts, on an event, on a future or on a
 socket's timeout."""
 
 import re
@@ -28,9 +28,9 @@ from urllib3.exceptions import NewConnectionError
 
 from adapters.azure_profile import cosmos_container, pooled_transport
 from adapters.clock import ManualClock
+from harness.standins.fault_proxy import FaultProxy, Mode
+from harness.standins.ports import free_port
 from settings import Settings
-from standins.fault_proxy import FaultProxy, Mode
-from standins.ports import free_port
 from tests.support.clock import T0
 from tests.support.emulators import EMULATOR_KEY, cosmos_server, new_postgres_database
 
@@ -508,7 +508,7 @@ def test_cosmos_reset_mid_request_fails_a_write_but_not_a_read(cosmos: tuple[Fau
 def test_cosmos_stall_at_connect(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     operations = _operations(_container(connection, **BOUNDED))
-    # replace_item (if not modified) fails as create_item does (standins/FAULTS.md).
+    # replace_item (if not modified) fails as create_item does (harness/standins/FAULTS.md).
     for name, attempts in (("read_item", 2), ("create_item", 1)):
         proxy.set_mode("reset")  # no pooled connection: the next request dials a new one
         proxy.set_mode("stall")
@@ -523,7 +523,7 @@ def test_cosmos_stall_at_connect(cosmos: tuple[FaultProxy, str]) -> None:
 def test_cosmos_stall_mid_request(cosmos: tuple[FaultProxy, str]) -> None:
     proxy, connection = cosmos
     operations = _operations(_container(connection, **BOUNDED))
-    # replace_item (if not modified) fails as create_item does (standins/FAULTS.md).
+    # replace_item (if not modified) fails as create_item does (harness/standins/FAULTS.md).
     for name, attempts in (("read_item", 2), ("create_item", 1)):
         proxy.set_mode("pass")
         operations["read_item"]()  # a live pooled connection

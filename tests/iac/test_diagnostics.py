@@ -1,4 +1,4 @@
-"""Audit logs (tools/iac/diagnostics.py): every data service and the Function App sends its logs
+"""Audit logs (harness/tools/iac/diagnostics.py): every data service and the Function App sends its logs
 to the workspace and SQL auditing is on, in every combination of the options; removing one, in a
 copy of the repository, fails `make iac` naming what lost its trail. Fixtures: tests/iac/conftest.py."""
 

@@ -1,4 +1,4 @@
-"""tools/iac/emulator.py: Config.json against the Service Bus emulator's published config schema and
+"""harness/tools/iac/emulator.py: Config.json against the Service Bus emulator's published config schema and
 limits, called directly (no pycep, no venv). The checker's own runs over broken copies of the
 repository are in test_iac.py."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tools.iac import emulator
+from harness.tools.iac import emulator
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "emulators" / "servicebus-config" / "Config.json"
+CONFIG = REPO / "harness" / "emulators" / "servicebus-config" / "Config.json"
 
 
 def shipped() -> dict[str, Any]:

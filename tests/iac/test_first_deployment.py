@@ -1,6 +1,6 @@
 """A first deployment's options (deploySimulator, grantDeployerOperatorRoles, sampleApp): the
 project checker evaluates all on, all off and the sample app alone off
-(tools/iac/first_deployment.py), and breaking what any needs — in a copy of the repository —
+(harness/tools/iac/first_deployment.py), and breaking what any needs — in a copy of the repository —
 fails, naming it. The helpers are tests/support/iac.py's; the fixtures
 (``clean``, ``root``) tests/iac/conftest.py's."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.tools.iac import policy
 from tests.support.iac import assert_fails, edit, needs_bicep
-from tools.iac import policy
 
 ON = "[deploySimulator=true grantDeployerOperatorRoles=true sampleApp=true]"
 OFF = "[deploySimulator=false grantDeployerOperatorRoles=false sampleApp=false]"

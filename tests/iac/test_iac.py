@@ -1,4 +1,4 @@
-"""The offline IaC checks (tools/iac): the real repository passes them, and breaking any one thing
+"""The offline IaC checks (harness/tools/iac): the real repository passes them, and breaking any one thing
 on purpose — in a copy of the repository — makes them fail, naming the problem.
 
 Each checker runs in its own venv, as `make iac` runs it; `make test` always creates both venvs
@@ -41,14 +41,14 @@ def code_placeholders() -> list[str]:
 
 @needs_bicep
 def test_the_real_repository_passes_the_project_checker() -> None:
-    code, lines = run(BICEP_PYTHON, "tools.iac", REPO)
+    code, lines = run(BICEP_PYTHON, "harness.tools.iac", REPO)
     assert code == 0, "\n".join(lines)
     assert lines[-1].startswith("iac: clean")
 
 
 @needs_checkov
 def test_the_real_repository_passes_checkov() -> None:
-    code, lines = run(CHECKOV_PYTHON, "tools.iac.checkov_check", REPO)
+    code, lines = run(CHECKOV_PYTHON, "harness.tools.iac.checkov_check", REPO)
     assert code == 0, "\n".join(lines)
     assert lines[-1].startswith("checkov: clean")
 
@@ -357,12 +357,17 @@ def test_queue_properties_in_the_bicep(root: Path, clean: Path, old: str, new: s
 
 @needs_bicep
 def test_a_queue_missing_from_the_emulator_config_fails(root: Path, clean: Path) -> None:
-    config = root / "emulators" / "servicebus-config" / "Config.json"
+    config = root / "harness" / "emulators" / "servicebus-config" / "Config.json"
     delete_line(config, r'"Name": "agent-replies"')
     assert_fails(
-        root, "queue 'agent-replies'", "not declared in emulators/servicebus-config/Config.json", clean=clean
+        root,
+        "queue 'agent-replies'",
+        "not declared in harness/emulators/servicebus-config/Config.json",
+        clean=clean,
     )
-    assert_fails(root, "queue 'agent-replies' is not in emulators/servicebus-config/Config.json", clean=clean)
+    assert_fails(
+        root, "queue 'agent-replies' is not in harness/emulators/servicebus-config/Config.json", clean=clean
+    )
 
 
 @needs_bicep
@@ -384,15 +389,17 @@ def test_a_queue_missing_from_the_emulator_config_fails(root: Path, clean: Path)
 def test_emulator_and_bicep_queue_properties_must_agree(
     root: Path, clean: Path, old: str, new: str, needles: tuple[str, ...]
 ) -> None:
-    """A property outside tools/iac/emulator.py EMULATOR_CLAMPED that differs fails, though the
+    """A property outside harness/tools/iac/emulator.py EMULATOR_CLAMPED that differs fails, though the
     emulator accepts the value."""
-    edit(root / "emulators" / "servicebus-config" / "Config.json", old, new)
-    assert_fails(root, "emulators/servicebus-config/Config.json", *needles, "only those in", clean=clean)
+    edit(root / "harness" / "emulators" / "servicebus-config" / "Config.json", old, new)
+    assert_fails(
+        root, "harness/emulators/servicebus-config/Config.json", *needles, "only those in", clean=clean
+    )
 
 
 def emulator_queue(root: Path, name: str) -> tuple[Path, str]:
     """Config.json and the line that declares this queue."""
-    config = root / "emulators" / "servicebus-config" / "Config.json"
+    config = root / "harness" / "emulators" / "servicebus-config" / "Config.json"
     line = next((row for row in config.read_text().splitlines() if f'"Name": "{name}"' in row), None)
     if line is None:
         pytest.fail(f"Config.json declares no queue {name!r}: update this test")
@@ -459,21 +466,23 @@ def test_a_property_the_bicep_states_must_be_in_the_emulator_config(root: Path, 
 
 @needs_bicep
 def test_an_emulator_config_outside_the_schema_fails(root: Path, clean: Path) -> None:
-    config = root / "emulators" / "servicebus-config" / "Config.json"
+    config = root / "harness" / "emulators" / "servicebus-config" / "Config.json"
     edit(config, '"Name": "sbemulatorns"', '"Name": "orders-ns"')
     edit(config, '"Type": "File"', '"Type": "Syslog"')
     assert_fails(
         root,
-        "emulators/servicebus-config/Config.json",
+        "harness/emulators/servicebus-config/Config.json",
         "'sbemulatorns', which cannot be renamed",
         clean=clean,
     )
-    assert_fails(root, "emulators/servicebus-config/Config.json", 'Logging.Type is "Syslog"', clean=clean)
+    assert_fails(
+        root, "harness/emulators/servicebus-config/Config.json", 'Logging.Type is "Syslog"', clean=clean
+    )
 
 
 @needs_bicep
 def test_max_deliveries_setting_must_match_the_queue(root: Path, clean: Path) -> None:
-    config = root / "emulators" / "servicebus-config" / "Config.json"
+    config = root / "harness" / "emulators" / "servicebus-config" / "Config.json"
     edit(
         config,
         '"Name": "orders", "Properties": { "MaxDeliveryCount": 5',
@@ -493,7 +502,10 @@ def test_a_queue_the_code_names_must_exist(root: Path, clean: Path) -> None:
     )
     assert_fails(root, "queue 'agent-audit'", "not declared in the Bicep", clean=clean)
     assert_fails(
-        root, "queue 'agent-audit'", "not declared in emulators/servicebus-config/Config.json", clean=clean
+        root,
+        "queue 'agent-audit'",
+        "not declared in harness/emulators/servicebus-config/Config.json",
+        clean=clean,
     )
 
 
@@ -558,7 +570,7 @@ def test_the_container_must_exist(root: Path, clean: Path) -> None:
     assert_fails(root, "no Cosmos DB container 'orderState'", clean=clean)
 
 
-# --- submitting apps are isolated (E16): tools/iac/isolation.py, easy_auth.py -------------------
+# --- submitting apps are isolated (E16): harness/tools/iac/isolation.py, easy_auth.py -------------------
 
 RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"  # Azure Service Bus Data Receiver
 DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"  # Azure Service Bus Data Owner
@@ -675,10 +687,13 @@ def test_every_submitting_app_needs_its_status_queue(root: Path, clean: Path) ->
 
 @needs_bicep
 def test_a_submitting_app_needs_its_status_queue_in_the_emulator(root: Path, clean: Path) -> None:
-    delete_line(root / "emulators" / "servicebus-config" / "Config.json", r'"Name": "status-app-a"')
+    delete_line(
+        root / "harness" / "emulators" / "servicebus-config" / "Config.json", r'"Name": "status-app-a"'
+    )
     assert_fails(
         root,
-        "submitting app 'app-a' has no queue 'status-app-a' in emulators/servicebus-config/Config.json",
+        "submitting app 'app-a' has no queue 'status-app-a' in "
+        "harness/emulators/servicebus-config/Config.json",
         clean=clean,
     )
 
@@ -825,14 +840,14 @@ def test_checkov_parse_error_fails(root: Path) -> None:
     """Valid Bicep that checkov's pycep-parser 0.5.1 rejects: a lambda."""
     path = declaring(root, "Microsoft.ServiceBus/namespaces")
     path.write_text(path.read_text() + "\nvar doubled = map([1, 2], i => i * 2)\n")
-    code, lines = run(CHECKOV_PYTHON, "tools.iac.checkov_check", root)
+    code, lines = run(CHECKOV_PYTHON, "harness.tools.iac.checkov_check", root)
     assert code == 1
     assert any(path.name in line and "checkov cannot parse it" in line for line in lines), lines
 
 
 @needs_checkov
 def test_checkov_failed_check_not_skipped_fails_and_skips_need_reasons(root: Path) -> None:
-    skips = root / "tools" / "iac" / "checkov-skips.txt"
+    skips = root / "harness" / "tools" / "iac" / "checkov-skips.txt"
     lines = skips.read_text().splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("CKV"))
     dropped = lines[first].split(":")[0]
@@ -841,13 +856,13 @@ def test_checkov_failed_check_not_skipped_fails_and_skips_need_reasons(root: Pat
     second = next(i for i, line in enumerate(lines) if line.startswith("CKV"))
     lines[second] = lines[second].split(":")[0] + ":"
     skips.write_text("\n".join(lines) + "\n")
-    code, out = run(CHECKOV_PYTHON, "tools.iac.checkov_check", root)
+    code, out = run(CHECKOV_PYTHON, "harness.tools.iac.checkov_check", root)
     assert code == 1
     assert any(check_id in line and "fix it, or add" in line for line in out), out
     assert any("has no reason" in line for line in out), out
 
 
-# --- the front end's token validation (tools/iac/app_roles.py) --------------------------------
+# --- the front end's token validation (harness/tools/iac/app_roles.py) --------------------------------
 
 APP_ROLES = "infra/scripts/app_roles.py"
 

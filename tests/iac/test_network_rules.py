@@ -1,4 +1,4 @@
-"""The default network mode (tools/iac/network.py ``check_default``): with networkIsolation off,
+"""The default network mode (harness/tools/iac/network.py ``check_default``): with networkIsolation off,
 Cosmos DB, the compensation log's storage account and SQL admit only the subnets the app and the
 agent run in, over their service endpoints, and no address written in the Bicep. Each case breaks
 one rule in a copy of the repository and expects `make iac` to fail naming it and the combination.

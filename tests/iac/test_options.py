@@ -157,7 +157,7 @@ def test_the_docs_list_of_public_endpoints_must_match_the_bicep(root: Path, clea
 def test_each_combination_is_rendered_with_its_own_values(tmp_path: Path) -> None:
     """checkov evaluates no parameters: the rendered copies it scans hold each combination's values."""
     completed = subprocess.run(
-        [str(BICEP_PYTHON), "-m", "tools.iac.render", str(REPO), str(tmp_path)],
+        [str(BICEP_PYTHON), "-m", "harness.tools.iac.render", str(REPO), str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,

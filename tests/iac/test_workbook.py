@@ -1,7 +1,7 @@
 """The operator's workbook (infra/workbooks/operator.workbook.json) asks only for telemetry the
 code emits, has the panels docs/operating.md describes, and has the Notebook/1.0 shape.
 
-The names: tools/telemetry_names.py reads the emitted ones from the code (services/telemetry.py's
+The names: harness/tools/telemetry_names.py reads the emitted ones from the code (services/telemetry.py's
 instruments, their attribute keys, every order_span) and the used ones from the queries; a rename
 on either side fails here. The shape: the published schema
 (github.com/microsoft/Application-Insights-Workbooks, schema/workbook.json) is not in this
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from domain.messages import OrderStatus
-from tools.telemetry_names import CODE, TELEMETRY, emitted, load_workbook, problems, used
+from harness.tools.telemetry_names import CODE, TELEMETRY, emitted, load_workbook, problems, used
 
 REPO = Path(__file__).resolve().parents[2]
 WORKBOOK_FILE = REPO / "infra/workbooks/operator.workbook.json"

@@ -1,5 +1,5 @@
 """The project checker knows the operator's workbook (infra/modules/workbook.bicep): breaking it in a
-copy of the repository fails `python -m tools.iac`, naming what broke."""
+copy of the repository fails `python -m harness.tools.iac`, naming what broke."""
 
 from pathlib import Path
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from contracts.names import orchestrator_name
-from devhost.durable_wire import FINISHED, RuntimeStatus
 from domain.messages import AgentRequest
+from harness.devhost.durable_wire import FINISHED, RuntimeStatus
 from ops.replay_history import RecordedHistory, from_devhost, write_histories
 from services.claim_pending import claim_pending
 from tests.support.app import App, start_app, submission

@@ -17,8 +17,8 @@ import azure.durable_functions as df
 import pytest
 from rich.console import Console
 
-from devhost.durable_wire import FINISHED, EventType
 from domain.sample_workflow import ORDER_WORKFLOW_V1
+from harness.devhost.durable_wire import FINISHED, EventType
 from ops import azd
 from ops.cli import EXIT_REFUSED, EXIT_USAGE, main
 from ops.errors import BadArgument

@@ -1,5 +1,6 @@
 """The simulator as the remote service in Azure admits the agent's token alone (simulator/callers.py),
-verified against a real issuer on loopback (standins/local_issuer.py); unconfigured, it admits anyone."""
+verified against a real issuer on loopback (harness/standins/local_issuer.py); unconfigured, it admits
+anyone."""
 
 import asyncio
 import uuid
@@ -12,9 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent_worker.remote import Bearer, Endpoint, PermanentFailure, RemoteService
+from harness.standins.local_issuer import LocalIssuer
 from simulator.app import create_app
 from simulator.callers import CallerSettingsError, caller_check
-from standins.local_issuer import LocalIssuer
 
 TENANT = "7e000000-0000-4000-8000-000000000007"
 AUDIENCE = "5e000000-0000-4000-8000-000000000005"  # the remote registration's client ID

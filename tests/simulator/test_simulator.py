@@ -20,11 +20,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from harness.standins.ports import free_port
 from simulator.__main__ import main
 from simulator.app import SIMULATOR, create_app
 from simulator.ledger import Ledger
 from simulator.profile import FaultProfile, load_profile
-from standins.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -17,14 +17,14 @@ import pytest
 from adapters.clock import use_host_clock
 from adapters.servicebus.messages import ReceivedMessage
 from bootstrap import build_ports
-from devhost.clock import VirtualClock
-from devhost.host import Host
 from domain.messages import OrderLine, QueuedOrder
 from domain.record import StateRecord
 from domain.states import TERMINAL_STATES
+from harness.devhost.clock import VirtualClock
+from harness.devhost.host import Host
+from harness.standins.local_issuer import LocalIssuer, from_settings
 from services.context import Ports
 from settings import Settings
-from standins.local_issuer import LocalIssuer, from_settings
 from tests.support.scripted_agent import ScriptedAgent
 
 ROOT = Path(__file__).resolve().parents[2]

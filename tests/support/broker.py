@@ -1,7 +1,7 @@
-"""The in-repo AMQP test broker (``standins.amqp_broker``) as the tests start it.
+"""The in-repo AMQP test broker (``harness.standins.amqp_broker``) as the tests start it.
 
 ``broker_process``: the broker as a separate process with the queues of the repo's
-``emulators/servicebus-config/Config.json`` (the ``servicebus_broker`` fixture, one per test
+``harness/emulators/servicebus-config/Config.json`` (the ``servicebus_broker`` fixture, one per test
 session). ``write_config``: a Config.json with queues of a test's own, for an in-process broker
 (the ``servicebus_broker_with`` fixture).
 ``run_broker_command``: the broker's command run until it exits, for a config it refuses.
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from standins.amqp_broker import Broker
+    from harness.standins.amqp_broker import Broker
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "emulators" / "servicebus-config" / "Config.json"
+CONFIG = ROOT / "harness" / "emulators" / "servicebus-config" / "Config.json"
 READY_TIMEOUT = 20.0
 
 BrokerFactory = Callable[[Mapping[str, Mapping[str, Any]]], "Broker"]
@@ -58,7 +58,7 @@ def broker_process() -> Iterator[BrokerProcess]:
     """The broker as a separate process, as the app and its workers would reach it; stopped on exit."""
     require_proton()
     process = subprocess.Popen(
-        [sys.executable, "-m", "standins.amqp_broker", "--config", str(CONFIG), "--port", "0"],
+        [sys.executable, "-m", "harness.standins.amqp_broker", "--config", str(CONFIG), "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -104,7 +104,7 @@ def write_config(path: Path, queues: Mapping[str, Mapping[str, Any]]) -> Path:
 def run_broker_command(config: Path) -> subprocess.CompletedProcess[str]:
     """Run the broker's command on ``config`` until it exits (a config it refuses)."""
     return subprocess.run(
-        [sys.executable, "-m", "standins.amqp_broker", "--config", str(config), "--port", "0"],
+        [sys.executable, "-m", "harness.standins.amqp_broker", "--config", str(config), "--port", "0"],
         cwd=ROOT,
         capture_output=True,
         text=True,

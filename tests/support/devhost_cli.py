@@ -1,4 +1,4 @@
-"""``python -m devhost start`` as a user runs it, for the tests of its start-up errors."""
+"""``python -m harness.devhost start`` as a user runs it, for the tests of its start-up errors."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def devhost_start(app_dir: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """Run it to its end: these tests expect it to refuse to start."""
     return subprocess.run(
-        [sys.executable, "-m", "devhost", "start", "--app-dir", str(app_dir), *options],
+        [sys.executable, "-m", "harness.devhost", "start", "--app-dir", str(app_dir), *options],
         cwd=ROOT,
         capture_output=True,
         text=True,

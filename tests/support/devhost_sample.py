@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 from adapters.local_settings import SETTINGS_FILE_VARIABLE
-from devhost.clock import HostClock, VirtualClock
-from devhost.host import Host
-from devhost.polling import IDLE_WAIT
+from harness.devhost.clock import HostClock, VirtualClock
+from harness.devhost.host import Host
+from harness.devhost.polling import IDLE_WAIT
 
 SAMPLE_APP = Path(__file__).resolve().parents[1] / "devhost" / "sample_app"
 T = TypeVar("T")

@@ -6,7 +6,7 @@ from typing import Any
 
 import aiohttp
 
-from devhost.durable_api import BASE
+from harness.devhost.durable_api import BASE
 from tests.support.devhost_sample import Sample
 
 JSON = {"Content-Type": "application/json"}

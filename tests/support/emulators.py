@@ -20,12 +20,12 @@ import pytest
 import urllib3
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from standins.ports import free_port
+from harness.standins.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-COSMOS_PACKAGE = ROOT / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
-# Its CLI with keep-alive on, as Cosmos DB has it (emulators/cosmos-server.js says why).
-COSMOS_SERVER = ROOT / "emulators" / "cosmos-server.js"
+COSMOS_PACKAGE = ROOT / "harness" / "emulators" / "node_modules" / "@vercel" / "cosmosdb-server"
+# Its CLI with keep-alive on, as Cosmos DB has it (harness/emulators/cosmos-server.js says why).
+COSMOS_SERVER = ROOT / "harness" / "emulators" / "cosmos-server.js"
 # The emulator's well-known key: it guards nothing (loopback, test data only).
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
@@ -35,7 +35,7 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
     """A Cosmos DB API server (@vercel/cosmosdb-server) on ``127.0.0.1:<port>``, stopped on exit;
     yields its endpoint. With ``advertised_port`` its account document names that port as the
     account's endpoint, which the SDK then sends every request to: a test puts a proxy there
-    (standins/fault_proxy.py; emulators/cosmos-server.js says why)."""
+    (harness/standins/fault_proxy.py; harness/emulators/cosmos-server.js says why)."""
     if not COSMOS_PACKAGE.exists():
         pytest.fail("the Cosmos emulator is not installed: run `make emulators` (make test does)")
     advertised = [str(advertised_port)] if advertised_port is not None else []
@@ -58,7 +58,7 @@ def cosmos_server(port: int, advertised_port: int | None = None) -> Iterator[str
         server.wait(timeout=10)
 
 
-AZURITE = ROOT / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
+AZURITE = ROOT / "harness" / "emulators" / "node_modules" / "azurite" / "dist" / "src" / "azurite.js"
 # Azurite's well-known development account: loopback, test data only.
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 

@@ -1,5 +1,5 @@
 """Copies of the repository for the IaC tests to break, and the checkers run over them
-(tools/iac, each in its own venv, as `make iac` runs it)."""
+(harness/tools/iac, each in its own venv, as `make iac` runs it)."""
 
 import re
 import shutil
@@ -30,11 +30,11 @@ CHECKED = [
     "adapters/cosmos/state_store.py",
     "adapters/storage/compensation_log.py",
     "host.json",
-    "emulators/servicebus-config/Config.json",
+    "harness/emulators/servicebus-config/Config.json",
     "local.settings.sample.json",
     "pyproject.toml",
     "agent_worker/Dockerfile",
-    "tools/iac/checkov-skips.txt",
+    "harness/tools/iac/checkov-skips.txt",
     "docs/deploying.md",
 ]
 
@@ -67,14 +67,14 @@ def run(python: Path, module: str, root: Path, *extra: str) -> tuple[int, list[s
 @cache
 def baseline(tmp_root: Path) -> frozenset[str]:
     """The problems of an unbroken copy, with its paths made relative."""
-    _, lines = run(BICEP_PYTHON, "tools.iac", tmp_root)
+    _, lines = run(BICEP_PYTHON, "harness.tools.iac", tmp_root)
     return frozenset(lines)
 
 
 def assert_fails(root: Path, *needles: str, clean: Path) -> list[str]:
     """The broken copy fails with a new problem line that contains every needle."""
     before = baseline(clean)
-    code, lines = run(BICEP_PYTHON, "tools.iac", root)
+    code, lines = run(BICEP_PYTHON, "harness.tools.iac", root)
     new = [line for line in lines if line not in before and " — " in line]
     assert code == 1, f"expected a failure naming {needles}, got exit {code}:\n" + "\n".join(lines)
     matching = [line for line in new if all(needle in line for needle in needles)]

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import ReceivedMessage
-from devhost.clock import VirtualClock
 from domain.messages import AgentOutcome, AgentReply, AgentRequest
+from harness.devhost.clock import VirtualClock
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 
 from cryptography.hazmat.primitives import serialization
 
-from standins.local_issuer import LocalIssuer
+from harness.standins.local_issuer import LocalIssuer
 
 
 def _b64(data: bytes) -> str:

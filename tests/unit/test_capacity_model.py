@@ -1,9 +1,9 @@
-"""The capacity model's arithmetic (bench.capacity_model): Little's law for the in-flight cap,
+"""The capacity model's arithmetic (harness.bench.capacity_model): Little's law for the in-flight cap,
 each service's ceiling, the first bottleneck, the hot slots item, and the cost of a million orders."""
 
 import pytest
 
-from bench.capacity_model import (
+from harness.bench.capacity_model import (
     Limit,
     Price,
     cap_where_item_binds,

@@ -1,10 +1,10 @@
-"""``python -m demo --workdir DIR`` deletes only a directory an earlier run made (its marker)."""
+"""``python -m harness.demo --workdir DIR`` deletes only a directory an earlier run made (its marker)."""
 
 from pathlib import Path
 
 import pytest
 
-from demo.__main__ import MARKER, WorkdirRefused, main, prepare_workdir
+from harness.demo.__main__ import MARKER, WorkdirRefused, main, prepare_workdir
 
 
 def test_a_new_or_empty_directory_is_taken_and_marked(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""Every repository path the docs cite exists (tools/doc_paths.py)."""
+"""Every repository path the docs cite exists (harness/tools/doc_paths.py)."""
 
 from pathlib import Path
 
-from tools.doc_paths import problems
+from harness.tools.doc_paths import problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,9 +46,11 @@ def test_page_relative_ignored_and_foreign_paths_pass(tmp_path: Path) -> None:
         tmp_path,
         {
             ".gitignore": ".data/\nlocal.settings.json\n",
-            "devhost/host.py": "",
-            "devhost/README.md": "`host.py`, `.data/state.db`, `HTTP/1.1`, `azure/core/pipeline/x.py`\n",
-            "README.md": "`local.settings.json` and `devhost/`\n",
+            "harness/devhost/host.py": "",
+            "harness/devhost/README.md": (
+                "`host.py`, `.data/state.db`, `HTTP/1.1`, `azure/core/pipeline/x.py`\n"
+            ),
+            "README.md": "`local.settings.json` and `harness/devhost/`\n",
         },
     )
     assert problems(root) == []

@@ -13,7 +13,7 @@ from adapters.clock import ManualClock
 from adapters.entra_tokens import LEEWAY, MAX_LIFETIME, MAX_TOKEN_CHARS, UNKNOWN_KID_REFRESH, EntraTokens
 from domain.apps import NotAuthenticated, NotPermitted, NotRegistered, Registry, authorised_app
 from domain.errors import DependencyUnavailable
-from standins.local_issuer import LocalIssuer, new_key
+from harness.standins.local_issuer import LocalIssuer, new_key
 from tests.support.tokens import hs256_with_public_key, tampered, unsigned
 
 TENANT = "00000000-0000-4000-8000-00000000001a"

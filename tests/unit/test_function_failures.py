@@ -1,10 +1,10 @@
-"""Function failures as devhost records them and ops reads them (devhost/invocation_log.py,
+"""Function failures as devhost records them and ops reads them (harness/devhost/invocation_log.py,
 ops/function_failures.py): per function, its count and last error, failures first."""
 
 from datetime import UTC, datetime
 from pathlib import Path
 
-from devhost.invocation_log import InvocationLog, read
+from harness.devhost.invocation_log import InvocationLog, read
 from ops import function_failures
 
 AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

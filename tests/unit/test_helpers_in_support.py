@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKED = ("tests", "bench", "demo")
+CHECKED = ("tests", "harness/bench", "harness/demo")
 
 
 def _pytest_loads(part: str) -> bool:
@@ -95,12 +95,12 @@ def test_imports_from_support_and_libraries_are_fine(source: str) -> None:
 
 def test_a_copy_with_a_test_module_import_fails_naming_it(tmp_path: Path) -> None:
     for top in CHECKED:
-        (tmp_path / top).mkdir()
+        (tmp_path / top).mkdir(parents=True)
     (tmp_path / "tests" / "unit").mkdir()
     (tmp_path / "tests" / "unit" / "test_a.py").write_text("def helper() -> int:\n    return 1\n")
     (tmp_path / "tests" / "unit" / "test_b.py").write_text("from tests.unit.test_a import helper\n")
-    (tmp_path / "demo" / "run.py").write_text("from tests.conftest import loop\n")
+    (tmp_path / "harness" / "demo" / "run.py").write_text("from tests.conftest import loop\n")
     assert problems(tmp_path) == [
         "tests/unit/test_b.py imports tests.unit.test_a.helper: move it to a module under tests/support/",
-        "demo/run.py imports tests.conftest.loop: move it to a module under tests/support/",
+        "harness/demo/run.py imports tests.conftest.loop: move it to a module under tests/support/",
     ]

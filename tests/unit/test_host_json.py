@@ -1,5 +1,5 @@
 """host.json and the shipped local.settings files follow the rules Azure applies to them
-(``tools/host_config.py``: the published host.json schema's rules, vendored, and the model Core
+(``harness/tools/host_config.py``: the published host.json schema's rules, vendored, and the model Core
 Tools reads local.settings.json into), and the checker catches each way of breaking them."""
 
 import copy
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator, Draft202012Validator  # type: ignore[import-untyped]
 
-from tools import host_config
-from tools.host_config import (
+from harness.tools import host_config
+from harness.tools.host_config import (
     HOST_JSON,
     HOST_SCHEMA,
     LOCAL_SETTINGS_FILES,

@@ -1,4 +1,4 @@
-"""tools/locks.py: each shipped environment's lock holds its input's pins, every dependency they
+"""harness/tools/locks.py: each shipped environment's lock holds its input's pins, every dependency they
 bring and a hash for each, and a lock left behind by a change to its input fails, offline."""
 
 import shutil
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.locks import LOCKS, lock_problems, read_lock
+from harness.tools.locks import LOCKS, lock_problems, read_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 

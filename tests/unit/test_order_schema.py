@@ -7,15 +7,15 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
 from domain.messages import InvalidMessage, OrderSubmission, parse_message
+from harness.tools.order_schema import SCHEMA_FILE, render
 from tests.support.orders import body, line
-from tools.order_schema import SCHEMA_FILE, render
 
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
 VALIDATOR = Draft202012Validator(SCHEMA, format_checker=FormatChecker())
 
 
 def test_the_shipped_schema_is_generated_from_the_model_and_valid() -> None:
-    assert SCHEMA_FILE.read_text() == render(), "run: python -m tools.order_schema"
+    assert SCHEMA_FILE.read_text() == render(), "run: python -m harness.tools.order_schema"
     Draft202012Validator.check_schema(SCHEMA)
 
 

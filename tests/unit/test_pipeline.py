@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tools.pipeline import check
+from harness.tools.pipeline import check
 
 pytestmark = pytest.mark.processes  # check-jsonschema and actionlint run as child processes
 

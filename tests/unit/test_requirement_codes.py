@@ -1,11 +1,11 @@
 """Every requirement code the repository cites has a section in docs/requirements.md, and every
-path and name that page cites exists (tools/requirement_codes.py)."""
+path and name that page cites exists (harness/tools/requirement_codes.py)."""
 
 from pathlib import Path
 
 import pytest
 
-from tools.requirement_codes import citations, codes_in, headings, main, problems
+from harness.tools.requirement_codes import citations, codes_in, headings, main, problems
 
 ROOT = Path(__file__).resolve().parents[2]
 

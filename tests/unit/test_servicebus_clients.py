@@ -8,7 +8,7 @@ import pytest
 
 from adapters.servicebus.clients import async_servicebus_client, servicebus_client
 
-# The local test broker's form (standins/amqp_broker): a key the broker never checks.
+# The local test broker's form (harness/standins/amqp_broker): a key the broker never checks.
 LOCAL_BROKER = (
     "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;"
     "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"

@@ -47,7 +47,7 @@ def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None
 def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
     """C2: the budget's arithmetic assumes the agent-requests queue's MaxDeliveryCount."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
-    config = json.loads((ROOT / "emulators" / "servicebus-config" / "Config.json").read_text())
+    config = json.loads((ROOT / "harness" / "emulators" / "servicebus-config" / "Config.json").read_text())
     [queue] = [
         q
         for ns in config["UserConfig"]["Namespaces"]

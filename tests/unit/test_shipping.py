@@ -1,4 +1,4 @@
-"""What ships is exactly what runs (tools/shipping.py).
+"""What ships is exactly what runs (harness/tools/shipping.py).
 
 Three artefacts ship: the Function App package (the repository minus ``.funcignore``), the
 Agent's image (what ``agent_worker/Dockerfile`` copies of what ``.dockerignore`` admits) and the
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tools import shipping
-from tools.deploy_package import deployed_files
+from harness.tools import shipping
+from harness.tools.deploy_package import deployed_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # The local stack and the tools around it: they may import the app, never the reverse.
-HARNESS = {"devhost", "simulator", "demo", "standins", "tests", "bench", "tools", "ops", "emulators"}
+HARNESS = {"harness", "simulator", "tests", "ops"}
 APP_PACKAGES = {"activities", "adapters", "contracts", "domain", "orchestrators", "services"}
 # The modules at the top, beside function_app.py: what joins the packages.
 APP_MODULES = {"function_app.py", "first_engine_blueprint.py", "bootstrap.py", "settings.py"}
@@ -141,7 +141,7 @@ def copy(tmp_path: Path) -> Path:
         shipping.APP_INPUT,
         shipping.AGENT_IMAGE.input,
         shipping.SIMULATOR_IMAGE.input,
-        "emulators/servicebus-config/Config.json",  # something for `/emulators/` to leave out
+        "harness/emulators/servicebus-config/Config.json",  # something for `/harness/emulators/` to leave out
     }
     images = {f for image in shipping.IMAGES for f in shipping.image_files(ROOT, image)}
     for relative in shipping.package_files(ROOT) | images | defining:
@@ -233,10 +233,10 @@ def test_importing_aiohttp_from_the_app_fails_though_the_durable_sdk_brings_it(c
 
 
 def test_a_dockerignore_that_lets_the_harness_in_fails(copy: Path) -> None:
-    (copy / "devhost").mkdir()
-    (copy / "devhost" / "__init__.py").write_text("")
-    (copy / ".dockerignore").write_text((copy / ".dockerignore").read_text() + "!devhost/\n")
-    assert ".dockerignore admits devhost/__init__.py, which agent_worker/Dockerfile never copies" in (
+    (copy / "harness" / "devhost").mkdir(parents=True)
+    (copy / "harness" / "devhost" / "__init__.py").write_text("")
+    (copy / ".dockerignore").write_text((copy / ".dockerignore").read_text() + "!harness/devhost/\n")
+    assert ".dockerignore admits harness/devhost/__init__.py, which agent_worker/Dockerfile never copies" in (
         shipping.image_problems(copy)
     )
 

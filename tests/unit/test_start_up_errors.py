@@ -14,11 +14,11 @@ import pytest
 from adapters.local_settings import SETTINGS_FILE_VARIABLE, load_local_settings
 from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig
-from devhost.config import DevhostConfig
+from harness.devhost.config import DevhostConfig
+from harness.standins import local_issuer
 from ops.cli import EXIT_UNAVAILABLE, EXIT_USAGE
 from ops.cli import main as ops_main
 from settings import SettingsError
-from standins import local_issuer
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = {"SAS_AUTH_TENANT_ID": "00000000-0000-4000-8000-00000000001a", "SAS_AUTH_AUDIENCE": "api"}

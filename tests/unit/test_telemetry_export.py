@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters import telemetry_export
-from tools.host_config import HOST_JSON, sampling_excluded_types
+from harness.tools.host_config import HOST_JSON, sampling_excluded_types
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS_BICEP = ROOT / "infra" / "modules" / "alerts.bicep"

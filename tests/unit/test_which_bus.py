@@ -3,8 +3,8 @@
 import pytest
 
 from agent_worker.settings import AgentSettings
-from devhost.indexing import FunctionSpec
-from devhost.servicebus_triggers import _connection
+from harness.devhost.indexing import FunctionSpec
+from harness.devhost.servicebus_triggers import _connection
 from settings import LOCAL_SERVICEBUS, Settings, SettingsError, is_local_bus
 
 NAMESPACE = "sas-prod.servicebus.windows.net"
