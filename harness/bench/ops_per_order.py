@@ -31,7 +31,7 @@ fired timer, each event); each activity is a work-item message enqueued, dequeue
 depend on time, not on orders. DTS actions come from ``harness.bench.dts_actions``'s prices.
 
 ``MINIMUM`` is the pattern's floor for the happy path: what it cannot do without, not today's
-count. ``--json`` writes the per-order figures; ``docs/design.md``'s cost table is rendered from
+count. ``--json`` writes the per-order figures; ``docs/performance.md``'s cost table is rendered from
 ``harness/bench/results/ops_per_order.json`` (``render_table``), and ``tests/bench`` keeps the two equal.
 """
 

@@ -1,4 +1,4 @@
-"""docs/design.md's cost table is the recorded run of harness.bench.ops_per_order, and the recorded happy
+"""docs/performance.md's cost table is the recorded run of harness.bench.ops_per_order, and the recorded happy
 path never does less than the floor the bench names (a floor above a real run is wrong)."""
 
 import json
@@ -13,8 +13,8 @@ TABLE = re.compile(r"<!-- ops-per-order -->\n(.*?)\n<!-- /ops-per-order -->", re
 
 def test_the_docs_cost_table_is_rendered_from_the_recorded_run() -> None:
     recorded = json.loads(RESULTS.read_text())
-    found = TABLE.search((ROOT / "docs" / "design.md").read_text())
-    assert found, "docs/design.md has no <!-- ops-per-order --> table"
+    found = TABLE.search((ROOT / "docs" / "performance.md").read_text())
+    assert found, "docs/performance.md has no <!-- ops-per-order --> table"
     assert found.group(1).strip() == render_table(recorded["per_order"]), (
         "run `python -m harness.bench.ops_per_order --json harness/bench/results/ops_per_order.json` "
         "and paste its table"
