@@ -75,7 +75,7 @@ def figures(path: Path) -> list[Figure]:
 def lookup(results: Path, file: str, key: str) -> Any:
     source = results / f"{file}.json"
     if not source.is_file():
-        raise FigureError(f"no results file {source.relative_to(ROOT)}")
+        raise FigureError(f"no results file {source.relative_to(source.parents[2])}")
     value: Any = json.loads(source.read_text())
     parts = key.split(".")
     while parts:
