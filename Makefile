@@ -82,7 +82,7 @@ EMULATORS := harness/emulators/node_modules/.installed
 emulators: $(EMULATORS)
 
 $(EMULATORS): harness/emulators/package.json | system-deps
-	cd emulators && npm install --no-audit --no-fund --loglevel=error
+	cd harness/emulators && npm install --no-audit --no-fund --loglevel=error
 	touch $(EMULATORS)
 
 # devhost runs each app's deployment package in worker processes with its requirements.txt alone
