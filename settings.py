@@ -226,6 +226,18 @@ class Settings(ServiceBusSettings):
                 f"SAS_START_GRACE_SECONDS={self.start_grace_seconds}: an activity's retries must end "
                 "inside its attempt's window"
             )
+        # A call gives up within the budget plus one try (adapters/resilience.py), and in Azure that
+        # try may take its whole connect and call timeouts: it must end inside the window too.
+        # The local profiles' stores answer on loopback, so the demo's short windows stay valid.
+        last_try = self.retry_budget_seconds + self.connect_timeout_seconds + self.call_timeout_seconds
+        if self.profile == "azure" and last_try > min(self.step_timeout_seconds, self.start_grace_seconds):
+            raise ValueError(
+                f"SAS_RETRY_BUDGET_SECONDS={self.retry_budget_seconds} + SAS_CONNECT_TIMEOUT_SECONDS="
+                f"{self.connect_timeout_seconds} + SAS_CALL_TIMEOUT_SECONDS={self.call_timeout_seconds} "
+                f"must be at most SAS_STEP_TIMEOUT_SECONDS={self.step_timeout_seconds} and "
+                f"SAS_START_GRACE_SECONDS={self.start_grace_seconds}: a call's last try must end "
+                "inside its attempt's window"
+            )
         if self.retry_max_wait_seconds < self.retry_first_wait_seconds:
             raise ValueError("SAS_RETRY_MAX_WAIT_SECONDS must be at least SAS_RETRY_FIRST_WAIT_SECONDS")
         if self.postpone_max_seconds < self.postpone_first_seconds:

@@ -44,6 +44,17 @@ def test_a_retry_budget_smaller_than_the_other_layers_allow_is_refused() -> None
     )
 
 
+def test_in_azure_a_calls_last_try_must_end_inside_the_steps_window() -> None:
+    window = {"SAS_PROFILE": "azure", "SAS_STEP_TIMEOUT_SECONDS": "20", "SAS_RETRY_BUDGET_SECONDS": "10"}
+    # The defaults' last try (2 s to connect, 3 s to answer) ends 15 s in: inside 20 s.
+    assert Settings.from_env(window).call_timeout_seconds == 3
+    slow = {**window, "SAS_CONNECT_TIMEOUT_SECONDS": "4", "SAS_CALL_TIMEOUT_SECONDS": "7"}
+    with pytest.raises(SettingsError, match="a call's last try must end inside its attempt's window"):
+        Settings.from_env(slow)
+    # Locally the stores answer on loopback: the demo's short windows keep their timeouts.
+    assert Settings.from_env({**slow, "SAS_PROFILE": "emulators"}).profile == "emulators"
+
+
 def test_the_delivery_count_in_the_budget_matches_the_queue_config() -> None:
     """C2: the budget's arithmetic assumes the agent-requests queue's MaxDeliveryCount."""
     values = json.loads((ROOT / "local.settings.embedded.json").read_text())["Values"]
