@@ -93,9 +93,10 @@ DEVHOST_APPS := . tests/devhost/sample_app harness/bench/chain_app
 devhost-envs: $(STAMP) $(PROTO_PY)
 	$(BIN)/python -m harness.devhost.app_package $(DEVHOST_APPS)
 
-# tests/iac runs both checkers on broken copies of the repo: it needs their venvs.
+# tests/iac runs both checkers on broken copies of the repo: it needs their venvs. The 15
+# slowest tests are listed at the end: where the suite's time goes, run by run.
 unit: system-deps $(STAMP) $(PROTO_PY) $(EMULATORS) iac-venvs devhost-envs
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --durations=15
 
 test: lint typecheck iac unit
 
