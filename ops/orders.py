@@ -58,11 +58,10 @@ def submit(ports: Ports, out: Output, order_id: str, *, app: str, sku: str, quan
 
 
 def status(ports: Ports, out: Output, order_id: str) -> None:
-    reply = frontend.record_view(order_id, ports, owner=None)
+    reply = frontend.record_view(order_id, ports, owner=None, before_first_step=step_name(START_STEP))
     if reply.status == 404:
         raise Refused(f"no order {order_id!r}")
-    body = reply.body | {"FailedStep": step_name(reply.body["FailedStep"])}
-    out.show_fields(f"Order {order_id}", body)
+    out.show_fields(f"Order {order_id}", reply.body)
     function_failures.report(out)
 
 

@@ -155,9 +155,12 @@ def order_view(order_id: str, headers: Mapping[str, str], ports: Ports) -> Reply
     return record_view(order_id, ports, owner=app)
 
 
-def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> Reply:
+def record_view(
+    order_id: str, ports: Ports, *, owner: SubmittingApp | None, before_first_step: str | None = None
+) -> Reply:
     """An order as a submitter (``owner``: its own orders only) or an operator (``None``) may
-    see it: no locks, tokens or hashes."""
+    see it: no locks, tokens or hashes. ``before_first_step``: what ``FailedStep`` says of an order
+    that failed before any step (the record's "$start" is a storage detail)."""
     stored = ports.states.get(order_id)
     if stored is None or (owner is not None and stored.record.StatusQueue != owner.status_queue):
         return _error(404, "NotFound", f"no order {order_id!r}")
@@ -173,8 +176,7 @@ def record_view(order_id: str, ports: Ports, *, owner: SubmittingApp | None) -> 
             "CompletedSteps": list(record.CompletedSteps),
             "CompensatedSteps": list(record.CompensatedSteps),
             "CurrentStep": record.CurrentStep,
-            # The record's "$start" (failed before its first step) is a storage detail: null.
-            "FailedStep": None if record.FailedStep == START_STEP else record.FailedStep,
+            "FailedStep": before_first_step if record.FailedStep == START_STEP else record.FailedStep,
             "LastError": record.LastError,
             # A record held for its order row has no time to name: it waits on the database.
             "NotBefore": None
