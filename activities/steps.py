@@ -40,7 +40,7 @@ from domain import transitions
 from domain.compensation import CompensationEntry, CompensationOutcome
 from domain.errors import RetryBudgetExhausted
 from domain.ids import idempotency_key, request_id, request_message_id
-from domain.messages import AgentOutcome, AgentRequest, OrderStatus
+from domain.messages import AgentOutcome, AgentRequest
 from domain.order_status import status_version
 from domain.ports import OrderRow, Stored
 from domain.record import StateRecord
@@ -48,8 +48,8 @@ from domain.sample_workflow import WORKFLOWS
 from domain.states import LOCKED_STATES, ProcessState
 from domain.workflow import Ending, Runs, Workflow
 from services.context import Ports
-from services.fenced import fenced_update
-from services.notifications import announce
+from services.fenced import fenced_update, fenced_write
+from services.notifications import tell
 
 log = logging.getLogger("sas.activities")
 
@@ -285,34 +285,25 @@ def _set_status(ports: Ports, record: StateRecord, status: str) -> None:
     ports.orders.update_status(record.OrderID, status, ports.clock.now(), version=version)
 
 
-# The terminal moves of an attempt: target state, status for the submitter, alert, SQL status.
-_FINISH: dict[FinishOutcome, tuple[ProcessState, OrderStatus | None, str | None, str | None]] = {
-    FinishOutcome.COMPLETE: (ProcessState.PROCESSED, OrderStatus.COMPLETED, None, None),
-    FinishOutcome.FAIL: (ProcessState.ERROR, OrderStatus.FAILED, "OrderFailed", "Failed"),
-    FinishOutcome.BEGIN_COMPENSATION: (ProcessState.COMPENSATING, None, None, None),
-    FinishOutcome.COMPENSATED: (
-        ProcessState.COMPENSATED,
-        OrderStatus.COMPENSATED,
-        "OrderCompensated",
-        "Cancelled",
-    ),
-    FinishOutcome.COMPENSATION_FAILED: (
-        ProcessState.COMPENSATION_FAILED,
-        OrderStatus.COMPENSATION_FAILED,
-        "CompensationFailed",
-        "CompensationFailed",
-    ),
+# The state each finish moves the record to (what each ending tells: ``domain.endings``).
+_FINISH: dict[FinishOutcome, ProcessState] = {
+    FinishOutcome.COMPLETE: ProcessState.PROCESSED,
+    FinishOutcome.FAIL: ProcessState.ERROR,
+    FinishOutcome.BEGIN_COMPENSATION: ProcessState.COMPENSATING,
+    FinishOutcome.COMPENSATED: ProcessState.COMPENSATED,
+    FinishOutcome.COMPENSATION_FAILED: ProcessState.COMPENSATION_FAILED,
 }
 
 
 def finish(work: FinishInput, ports: Ports) -> FinishResult:
-    """Complete, fail, or move through compensation; then tell the submitter and the operator."""
+    """Complete, fail, or move through compensation; then tell what the ending tells, from the
+    outbox its write filled (what is not told now waits there for the Supervisor's sweep)."""
     attempt = Attempt.of(work)
     outcome = work.Outcome
     error = work.Error or ""
     if outcome is FinishOutcome.FAIL and _may_need_undoing(ports, attempt):
         outcome = FinishOutcome.BEGIN_COMPENSATION
-    target, status, alert, sql_status = _FINISH[outcome]
+    target = _FINISH[outcome]
     now = ports.clock.now()
     instance = attempt.instance_id
     policy = ports.settings.scheduler_policy
@@ -336,14 +327,13 @@ def finish(work: FinishInput, ports: Ports) -> FinishResult:
             case FinishOutcome.COMPENSATION_FAILED:
                 return transitions.compensation_failed(record, instance=instance, now=now, error=error)
 
-    record = fenced_update(ports.states, attempt.order_id, move, cache=ports.records)
-    if record is None:
-        # A repeat of this activity after its write landed: the record shows it; notify again.
+    stored = fenced_write(ports.states, attempt.order_id, move, cache=ports.records)
+    if stored is None:
+        # A repeat of this activity after its write landed: the record shows it; tell what is left.
         stored = ports.states.get(attempt.order_id)
         if stored is None or not _already_finished(stored.record, attempt, target):
             return FinishResult(Fenced=True)
-        record = stored.record
-    announce(ports, record, status=status, alert=alert, sql_status=sql_status)
+    record = tell(ports, stored).record
     if outcome is FinishOutcome.BEGIN_COMPENSATION:
         return FinishResult(
             Fenced=False, State=record.ProcessState, ToCompensate=_to_compensate(ports, record)

@@ -34,6 +34,7 @@ from domain.ids import (
     is_request_id,
     request_action,
 )
+from domain.states import OrderStatus
 
 # Service Bus standard tier caps a message at 256 KB; stay well inside it.
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -238,16 +239,6 @@ class AgentReply(_Message):
         if legacy is not None and legacy.group(1) != self.InstanceID:
             raise ValueError("RequestID names another instance than InstanceID")
         return self
-
-
-class OrderStatus(StrEnum):
-    REJECTED = "rejected"  # refused at submission (a conflict or a rule): nothing was stored
-    RECEIVED = "received"
-    PROCESSING = "processing"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation-failed"
 
 
 class StatusMessage(_Message):

@@ -11,6 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from domain.endings import Notice, notice
 from domain.errors import UnsupportedSchemaVersion
 from domain.ids import parse_instance_id
 from domain.states import ProcessState
@@ -73,9 +74,10 @@ class StateRecord:
     NotBefore: datetime | None = None
     CompensationRequested: bool = False
     LastError: str | None = None
-    # The Supervisor's outbox (E15): it gave up on this record and has not yet told the
-    # submitter and an operator. Set in the same write as the terminal state, cleared once told.
-    NoticePending: bool = False
+    # The ending's outbox (``domain.endings``): what it has still to tell the orders row, the
+    # submitter and an operator. Set by the write that makes the record terminal, each part
+    # cleared once done; None when nothing is left to tell.
+    Untold: Notice | None = None
     # The attempt's last word, when it ended on an outage: the dependency that was unavailable
     # (an activity's retries ran out on ``DependencyUnavailable``). Every transition clears it,
     # so it is set only while nothing happened after. The Supervisor does not count such an
@@ -92,6 +94,10 @@ class StateRecord:
 
     def step_failures(self, step: str) -> int:
         return self.StepFailures.get(step, 0)
+
+    @property
+    def NoticePending(self) -> bool:  # stored under this name too: the stores index it
+        return self.Untold is not None
 
 
 def to_document(record: StateRecord) -> dict[str, Any]:
@@ -121,12 +127,25 @@ def to_document(record: StateRecord) -> dict[str, Any]:
             "CallsUsed": dict(record.RetryBudget.CallsUsed),
         },
         "LastError": record.LastError,
+        "Untold": None if record.Untold is None else record.Untold.document(),
+        # Derived from Untold, and stored: the flag the stores index for the Supervisor's sweep.
         "NoticePending": record.NoticePending,
         "Unavailable": record.Unavailable,
         "OutageHolds": record.OutageHolds,
         "CreatedAt": format_ts(record.CreatedAt),
         "UpdatedAt": format_ts(record.UpdatedAt),
     }
+
+
+def _untold(data: Mapping[str, Any]) -> Notice | None:
+    """Added within schema 2 with a safe default. A document from before it that has
+    ``NoticePending`` set is a give-up not yet told (its only use then): all of it is untold."""
+    untold = data.get("Untold")
+    if untold is not None:
+        return Notice.from_document(untold)
+    if data.get("NoticePending"):
+        return notice(ProcessState(data["ProcessState"]), gave_up=True)
+    return None
 
 
 def _upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
@@ -204,8 +223,7 @@ def from_document(doc: Mapping[str, Any]) -> StateRecord:
         NotBefore=parse_optional(data["NotBefore"]),
         CompensationRequested=bool(data["CompensationRequested"]),
         LastError=data["LastError"],
-        # Added within schema 2 with a safe default: documents written before it read as False.
-        NoticePending=bool(data.get("NoticePending", False)),
+        Untold=_untold(data),
         # Added within schema 2 with safe defaults: documents written before them read as none.
         Unavailable=data.get("Unavailable"),
         OutageHolds=int(data.get("OutageHolds", 0)),

@@ -1,4 +1,4 @@
-"""The seven process states of a state record (E3, C8)."""
+"""The seven process states of a state record (E3, C8), and the statuses a submitting app hears (E16)."""
 
 from enum import StrEnum
 
@@ -25,3 +25,13 @@ TERMINAL_STATES = frozenset(
         ProcessState.COMPENSATION_FAILED,
     }
 )
+
+
+class OrderStatus(StrEnum):
+    REJECTED = "rejected"  # refused at submission (a conflict or a rule): nothing was stored
+    RECEIVED = "received"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation-failed"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from domain.endings import Part, notice
 from domain.errors import (
     FencedOut,
     IllegalTransition,
@@ -275,16 +276,21 @@ def _release(record: StateRecord, state: ProcessState, now: datetime, error: str
     )
 
 
+def _end(record: StateRecord, state: ProcessState, now: datetime, error: str | None) -> StateRecord:
+    """A terminal state, with all its ending has to tell in the same write: the outbox."""
+    return replace(_release(record, state, now, error), Untold=notice(state))
+
+
 def complete(record: StateRecord, *, instance: str, now: datetime) -> StateRecord:
     """Every step done: Processed (E10), only while LockedBy still names this instance."""
     _fence(record, instance, _PROCESSING, "complete")
-    return _release(record, ProcessState.PROCESSED, now, None)
+    return _end(record, ProcessState.PROCESSED, now, None)
 
 
 def fail(record: StateRecord, *, instance: str, now: datetime, error: str) -> StateRecord:
     """A permanent failure with nothing to undo: Error, for an operator (E12)."""
     _fence(record, instance, _PROCESSING, "fail")
-    return _release(record, ProcessState.ERROR, now, error)
+    return _end(record, ProcessState.ERROR, now, error)
 
 
 def begin_compensation(
@@ -341,13 +347,13 @@ def compensated(
         raise IllegalTransition(
             f"compensated: order {record.OrderID} still has steps to undo: {', '.join(pending)}"
         )
-    return _release(record, ProcessState.COMPENSATED, now, None)
+    return _end(record, ProcessState.COMPENSATED, now, None)
 
 
 def compensation_failed(record: StateRecord, *, instance: str, now: datetime, error: str) -> StateRecord:
     """Neither completed nor undone (R9, C8): a distinct state operators can find."""
     _fence(record, instance, _COMPENSATING, "compensation_failed")
-    return _release(record, ProcessState.COMPENSATION_FAILED, now, error)
+    return _end(record, ProcessState.COMPENSATION_FAILED, now, error)
 
 
 class RecoveryOutcome(StrEnum):
@@ -426,8 +432,8 @@ def recover_expired(
         what = "compensation step" if compensating else "step"
         error = f"{what} {step} expired {step_failures} times (last attempt {record.LockedBy})"
         final = ProcessState.COMPENSATION_FAILED if compensating else ProcessState.ERROR
-        # The notice goes out after this write; the mark makes a lost one go out on a later run.
-        gave_up = replace(_release(counted, final, now, error), NoticePending=True)
+        # What it tells goes out after this write, from the outbox the write fills.
+        gave_up = replace(_release(counted, final, now, error), Untold=notice(final, gave_up=True))
         return Recovery(gave_up, RecoveryOutcome.GAVE_UP, step)
     outcome = RecoveryOutcome.RETRY if step_failures <= policy.quick_retries else RecoveryOutcome.COOL_DOWN
     pending = replace(
@@ -475,11 +481,15 @@ def request_compensation(record: StateRecord, *, now: datetime) -> StateRecord:
     )
 
 
-def noticed(record: StateRecord, *, now: datetime) -> StateRecord:
-    """The Supervisor told the submitter and an operator that it gave up: clear its outbox mark."""
-    if not record.NoticePending:
-        raise IllegalTransition(f"noticed: order {record.OrderID} has no notice pending")
-    return replace(record, NoticePending=False, UpdatedAt=now)
+def told(record: StateRecord, *, of: StateRecord, done: Collection[Part], now: datetime) -> StateRecord:
+    """``done`` of the notice of ``of``'s ending went out: clear them from the outbox. Unchanged
+    when they are cleared already (someone else told them); ``IllegalTransition`` when the record
+    no longer shows that ending (an operator moved the order on, which made the rest moot)."""
+    if (record.Attempt, record.ProcessState) != (of.Attempt, of.ProcessState):
+        raise IllegalTransition(f"told: order {record.OrderID} is no longer {of.ProcessState.value}")
+    if record.Untold is None or not set(done) & set(record.Untold.parts()):
+        return record
+    return replace(record, Untold=record.Untold.without(done), UpdatedAt=now)
 
 
 def _require_order_row(record: StateRecord, move: str) -> None:
@@ -492,10 +502,10 @@ def _require_order_row(record: StateRecord, move: str) -> None:
 
 
 def _reopen(record: StateRecord, now: datetime, *, compensate: bool) -> StateRecord:
-    # An operator moved the order on: the give-up notice, if never sent, is moot now.
+    # An operator moved the order on: what its ending had still to tell is moot now.
     return replace(
         record,
-        NoticePending=False,
+        Untold=None,
         ProcessState=ProcessState.PENDING,
         LockedBy=None,
         CompleteBy=None,

@@ -33,8 +33,7 @@ from rich.console import Console
 from adapters.clock import host_clock
 from adapters.servicebus.messages import dead_letter_queue
 from bootstrap import build_ports
-from domain.messages import OrderStatus
-from domain.states import ProcessState
+from domain.states import OrderStatus, ProcessState
 from ops import function_failures, outage_view, replay_history, timeline
 from ops.errors import BadArgument
 from services.context import Ports

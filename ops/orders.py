@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from domain.dependencies import COMPENSATION_LOG, ORDERS_DB
+from domain.endings import Part
 from domain.errors import DependencyUnavailable, IllegalTransition, RecordNotFound
 from domain.record import START_STEP, StateRecord
 from domain.states import ProcessState
@@ -90,6 +91,10 @@ def _progress(record: StateRecord) -> str:
         parts.append(f"waiting on the {record.Unavailable}")
     if record.OutageHolds:
         parts.append(f"held {record.OutageHolds} time(s) for outages, uncounted")
+    if record.Untold:
+        told = {Part.ORDERS_STATUS: "its orders row", Part.STATUS: "its app", Part.ALERT: "an operator"}
+        untold = ", ".join(told[part] for part in record.Untold.parts())
+        parts.append(f"its ending not yet told to {untold} (the Supervisor's sweep tells it)")
     if record.NotBefore:
         parts.append(f"not before {iso(record.NotBefore)}")
     return "; ".join(parts)

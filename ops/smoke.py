@@ -19,7 +19,7 @@ from ops.queues import QueueBrowser
 from ops.tokens import app_token
 from services.context import Ports
 
-# The status messages after which an order's status changes no more (domain.messages.OrderStatus).
+# The status messages after which an order's status changes no more (domain.states.OrderStatus).
 FINAL_STATUSES = frozenset({"rejected", "completed", "failed", "compensated", "compensation-failed"})
 
 # The status messages about one order on one queue, oldest first: (queue, order ID) -> bodies.

@@ -25,6 +25,19 @@ def fenced_update(
 ) -> StateRecord | None:
     """``snapshot``: a read the caller already made; it saves a read when nobody wrote since.
     ``cache``: start from this process's last copy of the record, and keep the written one."""
+    written = fenced_write(states, order_id, transition, snapshot=snapshot, cache=cache)
+    return None if written is None else written.record
+
+
+def fenced_write(
+    states: StateStore,
+    order_id: str,
+    transition: Callable[[StateRecord], StateRecord],
+    *,
+    snapshot: Stored | None = None,
+    cache: RecordCache | None = None,
+) -> Stored | None:
+    """``fenced_update``, answering with the record as stored (its ETag: for a next write)."""
     # A cached copy may be stale: whatever it makes the transition decide (fenced out, no
     # budget left) is checked again on a fresh read; what it lets through, the ETag checks.
     from_cache = snapshot is None and cache is not None and (snapshot := cache.recall(order_id)) is not None
@@ -59,5 +72,5 @@ def fenced_update(
             cache.remember(written)
         if written.record.ProcessState is not stored.record.ProcessState:
             telemetry.transitions.add(1, {"to_state": written.record.ProcessState.value})
-        return written.record
+        return written
     raise PreconditionFailed(f"order {order_id}: {MAX_RACES} conditional writes lost in a row")

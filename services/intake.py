@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from domain import transitions
 from domain.errors import DependencyUnavailable, PreconditionFailed
 from domain.ids import EVENT_NAME_PATTERN, INSTANCE_ID_PATTERN, parse_instance_id, reply_event, url_segment
-from domain.messages import AgentReply, InvalidMessage, OrderStatus, QueuedOrder, clipped, parse_message
-from domain.states import ProcessState
+from domain.messages import AgentReply, InvalidMessage, QueuedOrder, clipped, parse_message
+from domain.states import OrderStatus, ProcessState
 from services.context import Ports
 from services.notifications import post_status, raise_alert
 from services.submit_order import SubmitOutcome, SubmitResult, conflict_detail, submit_order

@@ -7,15 +7,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from contracts.names import ATTEMPT_ORCHESTRATOR
-from domain import transitions
-from domain.errors import DependencyUnavailable, IllegalTransition, PreconditionFailed
+from domain.errors import DependencyUnavailable
 from domain.ids import INSTANCE_ID_PATTERN, url_segment
 from domain.ports import Stored
 from domain.states import ProcessState
 from services import telemetry
 from services.claim_pending import Claim, ClaimReport, claim_next, claim_one, claim_pending
 from services.context import Ports
-from services.notifications import notify_gave_up
+from services.notifications import tell
 from services.supervise import SupervisionReport, supervise
 
 log = logging.getLogger("sas.scheduling")
@@ -109,6 +108,9 @@ async def _claim_and_start(
     fails is logged and left for the starter to sweep up."""
     try:
         claimed = await asyncio.to_thread(claim)
+    except DependencyUnavailable as outage:  # expected in an outage, alerted once: one line
+        log.warning("%s: %s; the starter will", failed, outage)
+        return None
     except Exception:
         log.exception("%s; the starter will", failed)
         return None
@@ -135,20 +137,6 @@ async def _start(client: OrchestrationStarter, claim: Claim) -> None:
             log.exception("could not start %s for order %s", claim.instance_id, claim.order_id)
 
 
-def tell_gave_up(ports: Ports, stored: Stored) -> bool:
-    """Tell the submitter and an operator, then clear the record's outbox mark. Every message has
-    a stable MessageId, so telling again after a crash is deduplicated by the broker."""
-    try:
-        notify_gave_up(ports, stored.record)
-        ports.states.replace(transitions.noticed(stored.record, now=ports.clock.now()), stored.etag)
-    except (PreconditionFailed, IllegalTransition):
-        return False  # the record moved on (an operator, or another Supervisor told it already)
-    except Exception:  # the mark stays: the next run tells again
-        log.exception("could not report that order %s gave up; the next run retries", stored.record.OrderID)
-        return False
-    return True
-
-
 def supervise_and_notify(ports: Ports) -> SupervisionReport:
     """One Supervisor run: recover what expired, and tell submitters and operators what it gave up."""
     settings = ports.settings
@@ -156,17 +144,16 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
         log.debug("supervisor: another instance holds the lease; not scanning")
         return SupervisionReport()
 
+    down: set[str] = set()  # the dependencies found down by this run's tellings
     report = supervise(
         ports.states,
         ports.clock,
         settings.scheduler_policy.recovery,
         settings.supervisor_scan,
-        lambda _, stored: tell_gave_up(ports, stored),
+        lambda _, stored: tell(ports, stored, down=down),
         outages=ports.outages.windows if ports.outages is not None else lambda: (),
     )
-    # The outbox: notices a failed send or a crash after the give-up's write left behind.
-    for stored in ports.states.query_pending_notices(settings.supervisor_scan.page_size):
-        tell_gave_up(ports, stored)
+    untold = tell_untold(ports, down)
     telemetry.supervisor_pages.add(report.pages)
     telemetry.supervisor_items.add(report.scanned)
     telemetry.supervisor_cost.add(report.cost)
@@ -181,7 +168,7 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
     log.log(
         logging.INFO if report.scanned else logging.DEBUG,
         "supervisor: %d pages, %d expired scanned, cost %.1f, recovered %d, gave up %d, lost %d, "
-        "held for outages %d uncounted (%d waiting)%s",
+        "held for outages %d uncounted (%d waiting)%s%s",
         report.pages,
         report.scanned,
         report.cost,
@@ -191,8 +178,19 @@ def supervise_and_notify(ports: Ports) -> SupervisionReport:
         len(report.held),
         report.waiting,
         ", more left for the next run" if report.truncated else "",
+        f"; {untold} endings not yet told (their dependency is down)" if untold else "",
     )
     return report
+
+
+def tell_untold(ports: Ports, down: set[str]) -> int:
+    """The outbox's sweep: what endings left untold (an outage, a crash between an ending's write
+    and its telling), told now; how many endings still wait. A dependency found down (``down``:
+    by this sweep, or earlier in the same run) is not tried again for each order."""
+    waiting = 0
+    for stored in ports.states.query_pending_notices(ports.settings.supervisor_scan.page_size):
+        waiting += tell(ports, stored, down=down).record.Untold is not None
+    return waiting
 
 
 async def run_supervisor(client: OrchestrationStarter, ports: Ports) -> SupervisionReport:

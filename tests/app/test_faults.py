@@ -196,7 +196,7 @@ class FailingOnce:
         return self.inner.send(queue, body, **kwargs)
 
 
-def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app_in_process: App) -> None:
+def test_a_status_lost_after_the_final_write_is_sent_from_the_outbox(app_in_process: App) -> None:
     app = app_in_process
     function_app = sys.modules["function_app"]
     real = function_app.ports()
@@ -206,6 +206,7 @@ def test_a_status_lost_after_the_final_write_is_sent_by_the_retried_finish(app_i
     app.run_until_terminal("o-1")
     app.run_until(lambda: app.host.engine.status("o-1-1")["runtimeStatus"] == "Completed")
     assert sender.failed
+    app.run_until(lambda: app.record("o-1").Untold is None)  # the Supervisor's sweep told it
     assert app.record("o-1").ProcessState is ProcessState.PROCESSED
     assert [s["Status"] for s in app.statuses("status-app-a")] == ["received", "completed"]
     assert app.host.engine.status("o-1-1")["output"] == "processed"

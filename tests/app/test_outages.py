@@ -34,6 +34,8 @@ from rich.console import Console
 from adapters.cosmos.state_store import CosmosStateStore
 from adapters.sql.orders import POSTGRESQL, pyodbc_orders_repository
 from adapters.sql.schema import POSTGRESQL_SCHEMA
+from domain.endings import Notice
+from domain.messages import AgentRequest
 from domain.policy import Postponement
 from domain.record import StateRecord
 from domain.sample_workflow import ORDER_WORKFLOW_V1
@@ -46,6 +48,7 @@ from ops.cli import EXIT_UNAVAILABLE, main
 from settings import Settings
 from tests.support.app import App, emulators_settings, order_body, start_app, submission
 from tests.support.emulators import EMULATOR_KEY, cosmos_server, empty_compensation_log, new_postgres_database
+from tests.support.scripted_agent import Answer
 
 # The Cosmos DB server, Azurite and PostgreSQL behind fault proxies.
 pytestmark = pytest.mark.emulators
@@ -62,6 +65,7 @@ class Stack:
     cosmos: FaultProxy
     # The test's own view of the state, straight to the server: the app's goes through the proxy.
     states: CosmosStateStore
+    orders: str  # the orders database's ODBC connection string, straight to the server
 
     def count(self, states: frozenset[ProcessState]) -> int:
         return self.states.count_in_states(states)
@@ -123,7 +127,7 @@ def running_stack(
             ),
         )
         try:
-            yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True))
+            yield Stack(app, sql, cosmos, CosmosStateStore(container, emulator=True), orders)
         finally:
             app.stop()
 
@@ -490,3 +494,47 @@ def test_a_held_order_whose_copies_run_out_ends_in_error_and_its_dead_letter_bri
         for step in ORDER_WORKFLOW_V1.steps:
             if step.runs is Runs.AGENT:
                 assert app.agent.net_effect("gone-1", step.name) == 1, step.name
+
+
+# --- Every ending is told, whatever is down when it ends (issue 51) ----------------------------
+
+
+def test_an_order_that_ends_while_the_orders_database_is_down_tells_its_ending_once_it_answers(
+    stack: Stack,
+) -> None:
+    """An order refused at ChargePayment is compensated while the orders database refuses every
+    connection: its app and an operator hear at once, and its row gets its final status when
+    the database answers (before the outbox, the attempt failed on the row's write, and no one
+    was ever told)."""
+    app = stack.app
+    back: list[datetime] = []
+
+    def script(request: AgentRequest, n: int) -> Answer:
+        if request.Step == "ChargePayment":
+            return Answer("permanent")
+        if request.Step == "RefundPayment" and not back:
+            back.append(stack.outage(stack.sql, "refuse", SQL_OUTAGE))  # it ends inside the outage
+        return Answer("ok")
+
+    app.agent.script = script
+    app.submit(submission("cut-1"))
+    app.run_until_terminal("cut-1")
+    assert back and app.host.clock.now() < back[0]
+    record = stack.states.get("cut-1")
+    assert record is not None and record.record.ProcessState is ProcessState.COMPENSATED
+    assert record.record.Untold == Notice(OrdersStatus="Cancelled")  # the rest is told
+    statuses = [s["Status"] for s in app.statuses("status-app-a") if s["OrderID"] == "cut-1"]
+    assert statuses == ["received", "compensated"]
+    app.run_until(lambda: app.host.engine.status("cut-1-1")["runtimeStatus"] == "Completed")
+    code, text = ops("show", "cut-1")
+    assert code == 0 and "its ending not yet told to its orders row" in text, text
+
+    app.run_until(lambda: app.host.clock.now() >= back[0])
+    app.run_until(lambda: (s := stack.states.get("cut-1")) is not None and s.record.Untold is None)
+    order = pyodbc_orders_repository(stack.orders, POSTGRESQL, POSTGRESQL_SCHEMA).get("cut-1")
+    assert order is not None and order.Status == "Cancelled"
+    app.settle(timedelta(minutes=5))
+    statuses = [s["Status"] for s in app.statuses("status-app-a") if s["OrderID"] == "cut-1"]
+    assert statuses == ["received", "compensated"]
+    events = sorted(a["Event"] for a in app.alerts())
+    assert events == ["DependencyRecovered", "DependencyUnavailable", "OrderCompensated"]

@@ -9,6 +9,7 @@ import pytest
 
 from adapters.clock import ManualClock
 from domain import transitions
+from domain.endings import GAVE_UP_ALERT, Notice, Part
 from domain.errors import NotClaimable, PreconditionFailed, RecordNotFound
 from domain.policy import RecoveryPolicy, SchedulerPolicy, SupervisorScan
 from domain.ports import StateStore
@@ -162,7 +163,7 @@ def test_pending_notices_are_found_by_their_mark_and_nothing_else(state_store: S
     now = T0 + timedelta(days=1)
     for n in range(3):
         state_store.create_if_absent(expired(f"x-{n}", now))
-    state_store.create_if_absent(replace(processing("terminal", T0), NoticePending=False))
+    state_store.create_if_absent(replace(processing("terminal", T0), Untold=None))
     give_up = RecoveryPolicy(quick_retries=0, extended_retries=0)
     for order_id in ("x-0", "x-2"):
         stored = state_store.get(order_id)
@@ -175,8 +176,13 @@ def test_pending_notices_are_found_by_their_mark_and_nothing_else(state_store: S
     assert [s.record.OrderID for s in pending_notices] == ["x-0", "x-2"]
     assert all(s.record.ProcessState is ProcessState.ERROR for s in pending_notices)
     assert [s.record.OrderID for s in state_store.query_pending_notices(1)] == ["x-0"]
-    told = transitions.noticed(pending_notices[0].record, now=now)
-    state_store.replace(told, pending_notices[0].etag)
+    first = pending_notices[0].record
+    told = transitions.told(first, of=first, done=[Part.STATUS], now=now)
+    stored = state_store.replace(told, pending_notices[0].etag)
+    assert stored.record.Untold == Notice("Failed", None, GAVE_UP_ALERT)  # what is left, as stored
+    assert [s.record.OrderID for s in state_store.query_pending_notices(10)] == ["x-0", "x-2"]
+    told = transitions.told(stored.record, of=first, done=list(Part), now=now)
+    state_store.replace(told, stored.etag)
     assert [s.record.OrderID for s in state_store.query_pending_notices(10)] == ["x-2"]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from domain.messages import OrderStatus
+from domain.states import OrderStatus
 from harness.tools.telemetry_names import CODE, TELEMETRY, emitted, load_workbook, problems, used
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,8 +2,10 @@
 fails — or a crash between the write and the send — is told on a later run, exactly as it would
 have been, and never twice once told."""
 
+import asyncio
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,10 +17,13 @@ from adapters.servicebus.local_bus import LocalServiceBus
 from adapters.servicebus.messages import QueueConfig
 from bootstrap import build_ports
 from domain import transitions
+from domain.dependencies import SERVICE_BUS, STATE_STORE
+from domain.endings import Part
+from domain.errors import DependencyUnavailable
 from domain.ports import MessageSender
 from domain.states import ProcessState
 from services.context import Ports
-from services.scheduling import supervise_and_notify
+from services.scheduling import refill, supervise_and_notify
 from services.submit_order import submit_order
 from settings import Settings
 from tests.support.clock import T0
@@ -115,3 +120,50 @@ def test_a_crash_between_the_give_up_and_its_notice_is_told_on_the_next_run(port
     assert _told(ports) == {"status-app-a": [], "operator-alerts": []}
     supervise_and_notify(ports)
     assert _told(ports) == {"status-app-a": ["o-1"], "operator-alerts": ["o-1"]}
+
+
+class StoreDown:
+    """Fault injection: every call to the state store gives up, as its guard reports it."""
+
+    def __getattr__(self, name: str) -> object:
+        def unavailable(*_: object, **__: object) -> object:
+            raise DependencyUnavailable(STATE_STORE, "injected: the connection stalled")
+
+        return unavailable
+
+
+class NeverStarts:
+    async def start_new(self, name: str, instance_id: str | None = None, client_input: object = None) -> str:
+        raise AssertionError("nothing may start while the store is down")
+
+
+def test_an_expected_outage_is_one_warning_line_naming_the_dependency(
+    ports: Ports, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = dataclasses.replace(ports, states=StoreDown())
+    with caplog.at_level(logging.DEBUG, logger="sas"):
+        assert asyncio.run(refill(NeverStarts(), down, ended="o-9-1")) is None
+    [line] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert "the state store is unavailable" in line.getMessage()
+
+
+def test_an_ending_whose_telling_meets_an_outage_logs_one_line_and_keeps_it(
+    ports: Ports, caplog: pytest.LogCaptureFixture
+) -> None:
+    _accepted_then_abandoned(ports, "o-1")
+    broken = _with_sender(ports, UnavailableSender())
+    with caplog.at_level(logging.DEBUG, logger="sas"):
+        supervise_and_notify(broken)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.exc_info for r in warnings] == [None], [r.getMessage() for r in warnings]
+    assert "Service Bus is unavailable" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno > logging.WARNING and r.exc_info]
+    stored = ports.states.get("o-1")
+    assert stored is not None and stored.record.Untold is not None
+    assert stored.record.Untold.parts() == (Part.STATUS, Part.ALERT)  # the orders row was told
+
+
+class UnavailableSender:
+    def send(self, queue: str, body: str, **_: object) -> None:
+        raise DependencyUnavailable(SERVICE_BUS, "injected: the namespace does not answer")

@@ -1,11 +1,13 @@
 """The state machine, one transition at a time."""
 
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from domain import transitions as t
+from domain.endings import ENDINGS, GAVE_UP_ALERT, Notice, Part
 from domain.errors import (
     FencedOut,
     IllegalTransition,
@@ -14,8 +16,8 @@ from domain.errors import (
     RetryBudgetExhausted,
 )
 from domain.policy import RecoveryPolicy, SchedulerPolicy
-from domain.record import START_STEP
-from domain.states import ProcessState
+from domain.record import START_STEP, StateRecord
+from domain.states import OrderStatus, ProcessState
 from tests.support.clock import T0
 from tests.support.records import pending, processing
 
@@ -283,11 +285,43 @@ def test_a_give_up_is_written_with_its_notice_pending_and_an_operator_move_clear
         policy=RecoveryPolicy(quick_retries=0, extended_retries=0),
     ).record
     assert gave_up.ProcessState is ProcessState.ERROR and gave_up.NoticePending
-    told = t.noticed(gave_up, now=late)
+    assert gave_up.Untold == Notice("Failed", OrderStatus.FAILED, GAVE_UP_ALERT)
+    told = t.told(gave_up, of=gave_up, done=list(Part), now=late)
     assert not told.NoticePending and told.ProcessState is ProcessState.ERROR
+    assert t.told(told, of=gave_up, done=list(Part), now=late) is told  # told already: unchanged
+    reopened = t.resubmit(gave_up, now=late)
+    assert not reopened.NoticePending  # moot: the order is moving again
     with pytest.raises(IllegalTransition):
-        t.noticed(told, now=late)
-    assert not t.resubmit(gave_up, now=late).NoticePending  # moot: the order is moving again
+        t.told(reopened, of=gave_up, done=[Part.STATUS], now=late)
+
+
+@pytest.mark.parametrize(
+    ("end", "state"),
+    [
+        (lambda r, now: t.complete(r, instance="o-1-1", now=now), ProcessState.PROCESSED),
+        (lambda r, now: t.fail(r, instance="o-1-1", now=now, error="no"), ProcessState.ERROR),
+    ],
+)
+def test_an_ending_is_written_with_all_it_tells_and_each_part_is_cleared_on_its_own(
+    end: Callable[[StateRecord, datetime], StateRecord], state: ProcessState
+) -> None:
+    record = processing("o-1", T0)
+    ended = end(record, T0)
+    assert ended.ProcessState is state and ended.Untold == ENDINGS[state]
+    parts = ended.Untold.parts()
+    first = t.told(ended, of=ended, done=parts[:1], now=T0)
+    assert (first.Untold.parts() if first.Untold else ()) == parts[1:]  # None once all is told
+    assert t.told(first, of=ended, done=parts, now=T0).Untold is None
+
+
+def test_an_ending_from_compensation_tells_its_own_notice() -> None:
+    record = processing("o-1", T0)
+    compensating = t.begin_compensation(record, instance="o-1-1", now=T0, policy=POLICY, error="x")
+    assert compensating.Untold is None  # not an ending: nothing to tell yet
+    done = t.compensated(compensating, instance="o-1-1", now=T0)
+    assert done.Untold == Notice("Cancelled", OrderStatus.COMPENSATED, "OrderCompensated")
+    failed = t.compensation_failed(compensating, instance="o-1-1", now=T0, error="y")
+    assert failed.Untold == ENDINGS[ProcessState.COMPENSATION_FAILED]
 
 
 def test_a_retry_is_not_a_notice() -> None:
