@@ -70,7 +70,33 @@ _TRANSIENT_SQLSERVER_ERRORS = frozenset(
     {20, 64, 121, 233, 1205, 4060, 4221, 10053, 10054, 10060, 10928, 10929, 40197, 40501, 40613}
     | {42108, 42109, 49918, 49919, 49920}
 )
-_NATIVE_ERROR = re.compile(r"\((\d+)\)")
+# pyodbc writes a record's native error as "(N)" after its text: before " (SQLExecDirectW)" for the
+# first record, before "; [" or the end for the others (its src/errors.cpp). Only ODBC Driver 18's
+# numbers are SQL Server's: psqlODBC numbers its own errors (20 is a row out of range), and a
+# message may hold a "(64)" of its own (PostgreSQL's "value too long for type character varying(64)").
+_NATIVE_ERROR = re.compile(r"\((\d+)\)(?= \(SQL\w+\)|; \[|$)")
+_SQLSERVER_TAG = "SQL Server]"  # "[Microsoft][ODBC Driver 18 for SQL Server]", "[SQL Server]"
+
+# Not weather, though under a connection SQLSTATE. psqlODBC reports every failed login as 08001
+# (connection.c LIBPQ_connect sets CONNECTION_SERVER_NOT_REACHED, which environ.c maps), the
+# server's refusal too, and libpq words it "connection to server at ... failed: FATAL: ..." as it
+# does a refused connection. The refusals are PostgreSQL's (src/backend/libpq/auth.c auth_failed
+# and ClientAuthentication; src/backend/utils/init/miscinit.c InitializeSessionUserId, postinit.c
+# InitPostgres: role or database "x" does not exist) and libpq's for a missing password
+# (fe-auth.c). ODBC Driver 18 reports a server certificate it does not trust as 08001 too
+# (https://learn.microsoft.com/sql/connect/odbc/connection-troubleshooting; on Linux, OpenSSL's
+# "certificate verify failed"). Retrying them only delays the same answer, and makes an outage
+# alert of what is configuration.
+_LOGIN_REFUSED_TEXTS = (
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+    "is not permitted to log in",
+    "no password supplied",
+    "certificate verify failed",
+    "certificate chain was issued by an authority that is not trusted",
+    "target principal name is incorrect",
+)
 
 # What the drivers say when their server or file is momentarily gone. The texts decide where the
 # SQLSTATE does not: a driver may report a lost connection under a general error's HY000.
@@ -142,10 +168,14 @@ def _is_transient_sql(error: BaseException) -> bool:
     if isinstance(error, sqlite3.OperationalError):
         return any(text in str(error) for text in _TRANSIENT_DRIVER_TEXTS)
     sqlstate = str(error.args[0]) if error.args else ""
+    message = str(error.args[-1]) if error.args else ""  # pyodbc's args: (SQLSTATE, message)
+    if sqlstate == "08001" and any(text in message for text in _LOGIN_REFUSED_TEXTS):
+        return False
     if sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES:
         return True
-    message = str(error)
-    if any(int(number) in _TRANSIENT_SQLSERVER_ERRORS for number in _NATIVE_ERROR.findall(message)):
+    if _SQLSERVER_TAG in message and any(
+        int(number) in _TRANSIENT_SQLSERVER_ERRORS for number in _NATIVE_ERROR.findall(message)
+    ):
         return True
     return any(text in message for text in _TRANSIENT_DRIVER_TEXTS)
 
