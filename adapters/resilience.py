@@ -51,8 +51,14 @@ TRANSIENT_HTTP_STATUSES = frozenset({408, 429, 449, 500, 502, 503, 504})
 # SQLSTATEs (ODBC and PostgreSQL): class 08 is every connection exception; HYT00/HYT01 are
 # ODBC's query and login timeouts; 40001 and 40P01 are serialization failures and deadlocks
 # (the statement was rolled back and can run again); 57P01-57P03 are a PostgreSQL server
-# shutting down, crashed or starting; 53300 is too many connections.
-_TRANSIENT_SQLSTATES = frozenset({"HYT00", "HYT01", "40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+# shutting down, crashed or starting; 53300 is too many connections. IMC01-IMC06 are ODBC Driver
+# 18's idle-connection resiliency giving up: the connection broke and could not be restored in
+# place, so the pool drops it and the next try dials anew (the states' table in "Connection
+# resiliency in the ODBC driver", https://learn.microsoft.com/sql/connect/odbc/connection-resiliency).
+_TRANSIENT_SQLSTATES = frozenset(
+    {"HYT00", "HYT01", "40001", "40P01", "57P01", "57P02", "57P03", "53300"}
+    | {"IMC01", "IMC02", "IMC03", "IMC04", "IMC05", "IMC06"}
+)
 
 # Azure SQL's transient error numbers, which ODBC Driver 18 writes as "(40613)" in the message
 # (Microsoft's list for Azure SQL Database and the one Entity Framework retries): 40613 is a
@@ -64,11 +70,38 @@ _TRANSIENT_SQLSERVER_ERRORS = frozenset(
     {20, 64, 121, 233, 1205, 4060, 4221, 10053, 10054, 10060, 10928, 10929, 40197, 40501, 40613}
     | {42108, 42109, 49918, 49919, 49920}
 )
-_NATIVE_ERROR = re.compile(r"\((\d+)\)")
+# pyodbc writes a record's native error as "(N)" after its text: before " (SQLExecDirectW)" for the
+# first record, before "; [" or the end for the others (its src/errors.cpp). Only ODBC Driver 18's
+# numbers are SQL Server's: psqlODBC numbers its own errors (20 is a row out of range), and a
+# message may hold a "(64)" of its own (PostgreSQL's "value too long for type character varying(64)").
+_NATIVE_ERROR = re.compile(r"\((\d+)\)(?= \(SQL\w+\)|; \[|$)")
+_SQLSERVER_TAG = "SQL Server]"  # "[Microsoft][ODBC Driver 18 for SQL Server]", "[SQL Server]"
 
-# What psqlODBC and SQLite say when their server or file is momentarily unreachable; psqlODBC
-# often reports a lost server as a generic HY000 or 08S01 with one of these texts.
+# Not weather, though under a connection SQLSTATE. psqlODBC reports every failed login as 08001
+# (connection.c LIBPQ_connect sets CONNECTION_SERVER_NOT_REACHED, which environ.c maps), the
+# server's refusal too, and libpq words it "connection to server at ... failed: FATAL: ..." as it
+# does a refused connection. The refusals are PostgreSQL's (src/backend/libpq/auth.c auth_failed
+# and ClientAuthentication; src/backend/utils/init/miscinit.c InitializeSessionUserId, postinit.c
+# InitPostgres: role or database "x" does not exist) and libpq's for a missing password
+# (fe-auth.c). ODBC Driver 18 reports a server certificate it does not trust as 08001 too
+# (https://learn.microsoft.com/sql/connect/odbc/connection-troubleshooting; on Linux, OpenSSL's
+# "certificate verify failed"). Retrying them only delays the same answer, and makes an outage
+# alert of what is configuration.
+_LOGIN_REFUSED_TEXTS = (
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+    "is not permitted to log in",
+    "no password supplied",
+    "certificate verify failed",
+    "certificate chain was issued by an authority that is not trusted",
+    "target principal name is incorrect",
+)
+
+# What the drivers say when their server or file is momentarily gone. The texts decide where the
+# SQLSTATE does not: a driver may report a lost connection under a general error's HY000.
 _TRANSIENT_DRIVER_TEXTS = (
+    # libpq's (src/interfaces/libpq), which psqlODBC passes on, and the server's FATAL as it stops.
     "server closed the connection unexpectedly",
     "could not connect to server",
     "connection to server",
@@ -79,6 +112,36 @@ _TRANSIENT_DRIVER_TEXTS = (
     "Connection refused",
     "Connection reset",
     "timeout expired",
+    # psqlODBC's own: github.com/postgresql-interfaces/psqlodbc, the same in tags REL-10_03_0000 to
+    # REL-18_00_0002 (Debian bookworm's odbc-postgresql is 13.02). A lost connection is 08S01 where
+    # psqlODBC's error number says so (statement.c Statement_sqlstate[], environ.c
+    # PGAPI_ConnectError), but HY000 where the loss ends a general error: a reset while it prepares
+    # a statement's parameters raises "[HY000] The connection has been lost;\nError while preparing
+    # parameters" (convert.c desc_params_and_sync), as a cut in the middle of any of the orders
+    # repository's statements does (tests/faults/test_odbc_connection_loss.py).
+    # - connection.c handle_pgres_error; statement.c RequestStart, SC_set_errorinfo; execute.c:
+    "The connection has been lost",
+    # - odbcapi.c SC_connection_lost_check, on any later call on a connection already lost:
+    "unable due to the connection lost",
+    # - connection.c CC_send_query: "The connection is down\nFailed to send '...'":
+    "The connection is down",
+    # - connection.c CC_from_PGresult, statement.c SC_set_errorinfo ("occured" before 17.00):
+    "communication error occur",
+    # - statement.c SC_execute: "Could not receive the response, communication down ??":
+    "communication down",
+    # Microsoft ODBC Driver 18 for SQL Server. Its network failures read "Communication link failure",
+    # the name of 08S01 in ODBC's error codes
+    # (https://learn.microsoft.com/sql/odbc/reference/appendixes/appendix-a-odbc-error-codes) and the
+    # first of the intermittent network errors in
+    # https://learn.microsoft.com/troubleshoot/sql/database-engine/connect/intermittent-periodic-network-issue,
+    # or name its transport layer, "TCP Provider: Error code 0x68" (ECONNRESET) and the like (the
+    # transport-level errors of
+    # https://learn.microsoft.com/azure/azure-sql/database/troubleshoot-common-errors-issues).
+    # "Login timeout expired" and "Query timeout expired" are HYT00 (above). On Linux pyodbc keeps
+    # only a failure's first diagnostic record (its src/errors.cpp): these are that record's texts.
+    "Communication link failure",
+    "TCP Provider",
+    # SQLite's busy file (sqlite3 and SQLite-ODBC).
     "database is locked",
     "database table is locked",
 )
@@ -105,10 +168,14 @@ def _is_transient_sql(error: BaseException) -> bool:
     if isinstance(error, sqlite3.OperationalError):
         return any(text in str(error) for text in _TRANSIENT_DRIVER_TEXTS)
     sqlstate = str(error.args[0]) if error.args else ""
+    message = str(error.args[-1]) if error.args else ""  # pyodbc's args: (SQLSTATE, message)
+    if sqlstate == "08001" and any(text in message for text in _LOGIN_REFUSED_TEXTS):
+        return False
     if sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES:
         return True
-    message = str(error)
-    if any(int(number) in _TRANSIENT_SQLSERVER_ERRORS for number in _NATIVE_ERROR.findall(message)):
+    if _SQLSERVER_TAG in message and any(
+        int(number) in _TRANSIENT_SQLSERVER_ERRORS for number in _NATIVE_ERROR.findall(message)
+    ):
         return True
     return any(text in message for text in _TRANSIENT_DRIVER_TEXTS)
 

@@ -90,6 +90,114 @@ def test_faults_that_would_repeat_are_not(error: BaseException) -> None:
     assert not is_transient(error)
 
 
+# What the two ODBC drivers the app supports say when the connection is lost, which they may report
+# under HY000, a general error (adapters/resilience.py cites where each text comes from). The first
+# is what a reset in the middle of any orders statement raises (tests/faults/test_odbc_connection_loss.py).
+PSQLODBC_LOST = [
+    "The connection has been lost;\nError while preparing parameters (1) (SQLExecDirectW)",
+    "FATAL: terminating connection due to administrator command;\nThe connection has been lost (35)"
+    " (SQLExecDirectW)",
+    "SQLExecDirectW unable due to the connection lost (35) (SQLExecDirectW)",
+    "The connection is down\nFailed to send 'COMMIT' (104) (SQLEndTran)",
+    "communication error occured (113) (SQLExecDirectW)",  # psqlODBC before 17.00
+    "communication error occurred (113) (SQLExecDirectW)",
+    "Could not receive the response, communication down ?? (34) (SQLExecDirectW)",
+]
+ODBC18_LOST = [
+    "[Microsoft][ODBC Driver 18 for SQL Server]Communication link failure (0) (SQLExecDirectW)",
+    "[Microsoft][ODBC Driver 18 for SQL Server]TCP Provider: Error code 0x68 (104) (SQLExecDirectW)",
+    "[Microsoft][ODBC Driver 18 for SQL Server]TCP Provider: Error code 0x20 (32) (SQLEndTran)",
+]
+
+
+@pytest.mark.parametrize("message", PSQLODBC_LOST + ODBC18_LOST)
+def test_the_odbc_drivers_connection_loss_texts_are_transient_even_under_a_general_error(
+    message: str,
+) -> None:
+    assert is_transient(pyodbc.Error("HY000", f"[HY000] {message}"))
+
+
+@pytest.mark.parametrize("sqlstate", ["IMC01", "IMC02", "IMC03", "IMC04", "IMC05", "IMC06"])
+def test_odbc_driver_18_giving_up_restoring_a_broken_connection_is_transient(sqlstate: str) -> None:
+    message = (
+        f"[{sqlstate}] [Microsoft][ODBC Driver 18 for SQL Server]The connection is broken and recovery is"
+        " not possible. (0) (SQLExecDirectW)"
+    )
+    assert is_transient(pyodbc.Error(sqlstate, message))
+
+
+# Near misses: errors of the statement, the data or the login, from the same drivers, some under a
+# connection SQLSTATE or with a number in brackets that is an Azure SQL transient error's.
+@pytest.mark.parametrize(
+    "error",
+    [
+        pyodbc.ProgrammingError(
+            "42601",
+            '[42601] ERROR: syntax error at or near "SELEC";\nError while executing the query (1)'
+            " (SQLExecDirectW)",
+        ),
+        pyodbc.IntegrityError(
+            "23505",
+            '[23505] ERROR: duplicate key value violates unique constraint "orders_pkey"\nDETAIL: Key'
+            " (orderid)=(o-1) already exists.;\nError while executing the query (1) (SQLExecDirectW)",
+        ),
+        pyodbc.DataError(
+            "22001",
+            "[22001] ERROR: value too long for type character varying(64);\nError while executing"
+            " the query (1) (SQLExecDirectW)",
+        ),
+        pyodbc.Error("HY107", "[HY107] Row value out of range (20) (SQLSetPos)"),
+        pyodbc.Error(
+            "HY000", "[HY000] Couldn't set unsupported connect attribute 113 (216) (SQLSetConnectAttr)"
+        ),
+        pyodbc.OperationalError(
+            "08001",
+            '[08001] connection to server at "127.0.0.1", port 5432 failed: FATAL:  role "nosuch" does'
+            " not exist\n (101) (SQLDriverConnect)",
+        ),
+        pyodbc.OperationalError(
+            "08001",
+            '[08001] connection to server at "127.0.0.1", port 5432 failed: FATAL:  database "orders"'
+            " does not exist\n (101) (SQLDriverConnect)",
+        ),
+        pyodbc.OperationalError(
+            "08001",
+            '[08001] connection to server at "db", port 5432 failed: FATAL:  password authentication'
+            ' failed for user "sas"\n (101) (SQLDriverConnect)',
+        ),
+        pyodbc.OperationalError(
+            "08001",
+            '[08001] connection to server at "db", port 5432 failed: FATAL:  no pg_hba.conf entry for'
+            ' host "10.0.0.4", user "sas", database "orders", no encryption\n (101) (SQLDriverConnect)',
+        ),
+        pyodbc.ProgrammingError(
+            "42000",
+            "[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Incorrect syntax near"
+            " 'SELEC'. (102) (SQLExecDirectW)",
+        ),
+        pyodbc.IntegrityError(
+            "23000",
+            "[23000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Violation of PRIMARY KEY"
+            " constraint 'PK_Orders'. Cannot insert duplicate key in object 'dbo.Orders'. The duplicate key"
+            " value is (o-1). (2627) (SQLExecDirectW)",
+        ),
+        pyodbc.InterfaceError(
+            "28000",
+            "[28000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Login failed for user"
+            " 'sas'. (18456) (SQLDriverConnect)",
+        ),
+        pyodbc.OperationalError(
+            "08001",
+            "[08001] [Microsoft][ODBC Driver 18 for SQL Server]SSL Provider: [error:0A000086:SSL"
+            " routines::certificate verify failed:self-signed certificate] (-1) (SQLDriverConnect)",
+        ),
+    ],
+    ids=repr,
+)
+def test_the_odbc_drivers_statement_data_and_login_errors_are_not_transient(error: BaseException) -> None:
+    assert not is_transient(error)
+
+
 class Observer:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
