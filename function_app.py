@@ -35,6 +35,14 @@ from settings import Settings
 app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 log = logging.getLogger("sas.app")
 
+# Every Service Bus trigger asks for its body as bytes. Without a dataType the host binds it as
+# text, decoding bytes that are not UTF-8 with U+FFFD in their place and never failing: the app
+# could not tell a Latin-1 order from a valid one whose Customer is "Caf\ufffd", and would act on
+# it. As bytes it reads what was sent and dead-letters such a body itself (InvalidEncoding, with
+# an alert). And the host binds a body's JSON properties over the trigger metadata only for text
+# (azure-functions-host Utility.ApplyBindingData), so no body can set what msg says of itself.
+BODY_AS_SENT = func.DataType.BINARY
+
 
 @functools.cache
 def ports() -> Ports:
@@ -101,7 +109,10 @@ def get_order(req: func.HttpRequest, context: func.Context) -> func.HttpResponse
 
 
 @app.service_bus_queue_trigger(
-    arg_name="msg", queue_name="%SAS_ORDERS_QUEUE%", connection="ServiceBusConnection"
+    arg_name="msg",
+    queue_name="%SAS_ORDERS_QUEUE%",
+    connection="ServiceBusConnection",
+    data_type=BODY_AS_SENT,
 )
 @app.durable_client_input(client_name="client")
 async def submit_order(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:
@@ -166,7 +177,10 @@ app.register_functions(first_engine(_activity))
 
 
 @app.service_bus_queue_trigger(
-    arg_name="msg", queue_name="%SAS_AGENT_REPLIES_QUEUE%", connection="ServiceBusConnection"
+    arg_name="msg",
+    queue_name="%SAS_AGENT_REPLIES_QUEUE%",
+    connection="ServiceBusConnection",
+    data_type=BODY_AS_SENT,
 )
 @app.durable_client_input(client_name="client")
 async def agent_reply(msg: func.ServiceBusMessage, client: df.DurableOrchestrationClient) -> None:

@@ -296,6 +296,16 @@ def parse_message[M: BaseModel](model: type[M], body: bytes | str) -> M:
     if len(raw) > MAX_MESSAGE_BYTES:
         raise InvalidMessage("MessageTooLarge", f"{len(raw)} bytes > {MAX_MESSAGE_BYTES}")
     try:
+        # Said as such, not as the JSON parser's "invalid unicode code point": the sender wrote
+        # another encoding, and an operator looking at the dead letter needs to know which byte.
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidMessage(
+            "InvalidEncoding",
+            f"the body is not UTF-8 JSON: byte 0x{raw[error.start]:02x} at offset {error.start} "
+            f"({error.reason})",
+        ) from None
+    try:
         return model.model_validate_json(raw)
     except ValidationError as error:
         details = "; ".join(

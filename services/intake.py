@@ -241,11 +241,13 @@ def postpone(held: HeldMessage, outage: DependencyUnavailable, ports: Ports) -> 
 
 # Every key the Service Bus extension (5.x) binds for one message
 # (azure-sdk-for-net, Microsoft.Azure.WebJobs.Extensions.ServiceBus,
-# ``ServiceBusTriggerBindingStrategy.GetBindingContract``). The Functions host then binds a JSON
-# body's top-level properties over those values, case-insensitively (azure-functions-host,
-# ``WorkerFunctionInvoker.TransformInput``), and the Python library builds the message the
-# function reads (``func.ServiceBusMessage``: its ID, lock token, delivery count, ...) from that
-# metadata. So a body naming any of these sets what the function sees: the value is the sender's.
+# ``ServiceBusTriggerBindingStrategy.GetBindingContract``). For a body it binds as text, the
+# Functions host then binds the JSON body's top-level properties over those values,
+# case-insensitively (azure-functions-host, ``WorkerFunctionInvoker.TransformInput``), and the
+# Python library builds the message the function reads (``func.ServiceBusMessage``: its ID, lock
+# token, delivery count, ...) from that metadata: a body naming any of these would set what the
+# function sees. This app's triggers take the body as bytes (``function_app.BODY_AS_SENT``), which
+# the host binds nothing from; such a body is still refused, in case a trigger is ever bound as text.
 TRIGGER_METADATA = (
     "DeliveryCount",
     "DeadLetterSource",
@@ -282,9 +284,9 @@ _QUOTED_KEYS = tuple(f'"{name}"'.encode() for name in _TRIGGER_METADATA)
 
 
 class ShadowedMetadata(Exception):
-    """A message whose body sets trigger metadata: nothing it says of itself can be trusted,
-    its lock token included, so it cannot be dead-lettered by the app; the broker does that
-    after ``MaxDeliveryCount``."""
+    """A message whose body names trigger metadata: bound as text, nothing it said of itself could
+    be trusted, its lock token included, so it is not dead-lettered by the app; the broker does
+    that after ``MaxDeliveryCount``."""
 
 
 def shadowed_metadata(body: bytes) -> list[str]:
@@ -306,15 +308,14 @@ def refuse_shadowed(
     queue: str, message_id: str, body: bytes, names: list[str], ports: Ports
 ) -> ShadowedMetadata:
     """Alert once per message (not per delivery) and return the error to raise: the message is
-    abandoned, never acted on. The alert names the message's ID so an operator can match it to
-    its dead letter; when the body sets ``MessageId`` itself, that ID is the sender's."""
+    abandoned, never acted on. The alert names the message's ID (the broker's: the body is bound
+    as bytes) so an operator can match it to its dead letter."""
     digest = hashlib.sha256(message_id.encode() + b"\0" + body).hexdigest()[:32]
-    forged_id = " (set by the body: the dead letter's own ID may differ)" if "MessageId" in names else ""
     raise_alert(
         ports.sender,
         queue=ports.settings.alerts_queue,
         event="MessageRejected",
-        reason=f"MetadataInBody on {queue}: message {message_id}{forged_id} sets trigger metadata "
+        reason=f"MetadataInBody on {queue}: message {message_id} sets trigger metadata "
         f"{', '.join(names)} in its body; the message is left to the broker's dead-letter queue",
         now=ports.clock.now(),
         order_id=None,

@@ -109,7 +109,7 @@ class ServiceBusMessaging:
     def send(
         self,
         queue: str,
-        body: str,
+        body: str | bytes,  # bytes: a dead letter resubmitted as it was, UTF-8 or not
         *,
         message_id: str,
         correlation_id: str | None = None,
@@ -187,7 +187,7 @@ class ServiceBusMessaging:
                     copy = from_sdk(queue, message)
                     self.send(
                         queue,
-                        copy.body.decode(),
+                        copy.body,
                         message_id=f"{message_id}:resubmitted:{copy.sequence_number}",
                         correlation_id=copy.correlation_id,
                         properties={k: str(v) for k, v in copy.application_properties.items()},

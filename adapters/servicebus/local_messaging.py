@@ -19,7 +19,7 @@ class LocalMessaging:
     def send(
         self,
         queue: str,
-        body: str,
+        body: str | bytes,  # bytes: as ServiceBusMessaging.send
         *,
         message_id: str,
         correlation_id: str | None = None,

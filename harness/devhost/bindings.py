@@ -191,20 +191,41 @@ def http_reply(response: rpc.InvocationResponse) -> HttpReply:
 # --- Service Bus --------------------------------------------------------------------------------
 
 
-class UndecodableBody(ValueError):
-    """The extension binds a body as UTF-8 text (no ``dataType``); other bytes fail the binding."""
+# A trigger's ``dataType`` (function.json, or the decorator's ``data_type``), as the host reads it
+# (azure-functions-host ``GeneralScriptBindingProvider.ParseDataType``: case-insensitive).
+BINARY = "binary"
+STRING = "string"
+SERVICEBUS_DATA_TYPES = frozenset({BINARY, STRING})
 
 
-def servicebus_message(message: ReceivedMessage) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
-    """One peek-locked message as the Service Bus extension (5.x) binds it for a worker when the
-    binding declares no ``dataType``: the body as text, the message's properties as trigger
-    metadata (unset ones left out), numbers and dates as JSON, the settlement objects as the
-    empty JSON they serialise to; then a JSON body's top-level properties over all of those, as
-    the Functions host binds them, so a body can set what the function reads as ``DeliveryCount``."""
-    try:
-        text = message.body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UndecodableBody(f"message {message.message_id}: the body is not UTF-8 text ({error})") from None
+def servicebus_data_type(trigger: Mapping[str, Any]) -> str:
+    """What a Service Bus trigger gets its body as: ``binary`` asks for bytes; ``string`` or no
+    ``dataType`` gets text. With none the host asks the extension for ``object``, and as the
+    extension registers its trigger with no binding rules, the WebJobs SDK falls back to
+    ``string`` (``JobHostMetadataProvider.GetDefaultType``: "common default")."""
+    declared = trigger.get("dataType")
+    return str(declared).lower() if declared else STRING
+
+
+def servicebus_text(body: bytes) -> str:
+    """The body as the extension's ``MessageToStringConverter`` makes a string of it: strict UTF-8,
+    and failing that never an error but ``BinaryData.ToString()``, .NET's UTF-8 with U+FFFD for
+    each invalid sequence (as Python's ``errors="replace"``, both by Unicode's maximal subparts).
+    Not played: its middle try, a body written by .NET's DataContract serializer, which no sender
+    of this project's uses."""
+    return body.decode("utf-8", errors="replace")
+
+
+def servicebus_message(
+    message: ReceivedMessage, data_type: str = STRING
+) -> tuple[rpc.TypedData, dict[str, rpc.TypedData]]:
+    """One peek-locked message as the Service Bus extension (5.x) binds it for a worker: the body
+    as bytes for ``dataType`` binary (``MessageToByteArrayConverter``), else as text
+    (``servicebus_text``: never a binding failure, a lossy one); the message's properties as
+    trigger metadata (unset ones left out), numbers and dates as JSON, the settlement objects as
+    the empty JSON they serialise to. Then, for text only, a JSON body's top-level properties over
+    all of those, as the Functions host binds them (``Utility.ApplyBindingData`` reads a string
+    and nothing else), so such a body can set what the function reads as ``DeliveryCount``."""
     metadata: dict[str, rpc.TypedData] = {}
     metadata.update(
         {
@@ -230,6 +251,9 @@ def servicebus_message(message: ReceivedMessage) -> tuple[rpc.TypedData, dict[st
     metadata.update(
         {key: rpc.TypedData(string=value) for key, value in optional.items() if value is not None}
     )
+    if data_type == BINARY:
+        return rpc.TypedData(bytes=message.body), metadata
+    text = servicebus_text(message.body)
     # Last, as the host does it (WorkerFunctionInvoker.TransformInput): over the extension's values.
     _bind_over(metadata, _json_body_properties(text))
     return rpc.TypedData(string=text), metadata

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.devhost.bindings import SERVICEBUS_DATA_TYPES, servicebus_data_type
 from harness.devhost.settings import resolve
 from harness.devhost.worker import LoadedFunction
 
@@ -82,6 +83,13 @@ def index(functions: Sequence[LoadedFunction], env: Mapping[str, str]) -> list[F
             key: resolve(value, env, where=f"function {name}") if isinstance(value, str) else value
             for key, value in triggers[0].items()
         }
+        if trigger_type == "serviceBusTrigger":
+            data_type = servicebus_data_type(trigger)
+            if data_type not in SERVICEBUS_DATA_TYPES:
+                raise IndexingError(
+                    f"function {name}: devhost binds a Service Bus body as binary or string, "
+                    f"not dataType {trigger.get('dataType')!r}"
+                )
         specs.append(
             FunctionSpec(
                 name=name,

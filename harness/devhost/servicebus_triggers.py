@@ -124,9 +124,9 @@ class ServiceBusTriggers:
         """One delivery: the function, then complete or abandon, the lock kept meanwhile."""
         renewer = asyncio.create_task(self._renew_lock(message))
         try:
-            body, metadata = bindings.servicebus_message(message)
+            body, metadata = bindings.servicebus_message(message, bindings.servicebus_data_type(spec.trigger))
             await self._invoke(spec, body, metadata)
-        except (InvocationFailed, bindings.UndecodableBody) as error:
+        except InvocationFailed as error:
             # A failure means abandon: the broker counts deliveries and dead-letters at the limit.
             log.warning(
                 "function %s failed on message %s (delivery %d): %s",

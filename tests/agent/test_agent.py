@@ -146,6 +146,16 @@ def test_a_request_past_its_complete_by_makes_no_call_and_no_reply(rig: Rig) -> 
     assert rig.bus.counts(REQUESTS)["active"] == 0 and rig.agent.stats.expired == 1
 
 
+def test_a_request_that_is_not_utf8_is_dead_lettered_saying_so(rig: Rig) -> None:
+    """The agent receives bytes itself (no host between): it dead-letters them with the reason."""
+    rig.bus.send(REQUESTS, b'{"RequestID": "o-1:Reserve\xe9"}', message_id="latin-1")
+    rig.process()
+    [dead] = rig.bus.peek(f"{REQUESTS}/$deadletterqueue")
+    assert dead.dead_letter_reason == "InvalidEncoding"
+    assert (dead.dead_letter_error_description or "").startswith("the body is not UTF-8 JSON: byte 0xe9")
+    assert rig.replies() == [] and rig.agent.stats.dead_lettered == 1
+
+
 def test_a_malformed_request_is_dead_lettered_with_a_reason(rig: Rig) -> None:
     rig.bus.send(REQUESTS, '{"RequestID": "x"}', message_id="bad")
     rig.process()

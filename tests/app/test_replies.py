@@ -165,6 +165,33 @@ def test_hostile_ids_are_dead_lettered_with_a_reason_and_an_alert_never_raised_l
     assert all("agent-replies message hostile-" in a["Reason"] for a in rejected)
 
 
+def test_a_reply_that_is_not_utf8_is_dead_lettered_with_a_reason_and_one_alert_live(app: App) -> None:
+    """A refusal for the live request whose Error is not UTF-8: read lossily it would be a valid
+    reply and fail the step; the app dead-letters it at its first delivery, alerts once, and the
+    attempt runs on untouched."""
+
+    def forge_undecodable(request: AgentRequest) -> None:
+        body = reply_body(request.RequestID, request.InstanceID, request.Step, AgentOutcome.PERMANENT)
+        raw = json.dumps(body).encode().replace(b"refused (forged)", b"refused \xe9")
+        app.bus.send("agent-replies", raw, message_id="latin-1-reply")
+
+    app.agent.script = before("ReserveInventory", forge_undecodable)
+    app.submit(submission("o-1"))
+    app.run_until_terminal("o-1")
+    app.settle(timedelta(seconds=30))
+    assert_done_once(app, "o-1")
+    [dead] = app.dead_letters("agent-replies")
+    assert (dead.message_id, dead.dead_letter_reason, dead.delivery_count) == (
+        "latin-1-reply",
+        "InvalidEncoding",
+        1,
+    )
+    assert "not UTF-8" in (dead.dead_letter_error_description or "")
+    [alert] = app.alerts()
+    assert alert["Event"] == "MessageRejected"
+    assert alert["Reason"].startswith("InvalidEncoding on agent-replies message latin-1-reply: ")
+
+
 def test_a_reply_for_a_previous_attempt_is_inert_live(app: App) -> None:
     """Attempt 1's ChargePayment went unanswered and the Supervisor started attempt 2. Attempt
     1's refusal of it, arriving now (at either instance), neither fails nor answers attempt 2."""

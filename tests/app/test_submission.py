@@ -57,6 +57,29 @@ def test_an_invalid_message_is_dead_lettered_with_the_schema_error(app: App) -> 
     assert app.states.get("../etc/passwd") is None
 
 
+def test_a_body_that_is_not_utf8_is_dead_lettered_by_the_app_with_one_alert(app: App) -> None:
+    """An order whose bytes are not UTF-8 (the host would read its text lossily, U+FFFD for each bad
+    byte, and a Customer of "Ann \\ufffd" would pass the schema) and bytes that are no text at all:
+    each dead-lettered at its first delivery by the app, with the reason and one alert, never acted on."""
+    order = submission("o-1").model_dump_json().encode().replace(b'"Contoso"', b'"Ann \xff"')
+    app.bus.send("orders", order, message_id="latin-1")
+    app.bus.send("orders", b"\xff\xfe\x00{", message_id="binary")
+    app.run_until(lambda: len(app.dead_letters("orders")) == 2)
+    dead = {d.message_id: d for d in app.dead_letters("orders")}
+    for message_id in ("latin-1", "binary"):
+        assert dead[message_id].dead_letter_reason == "InvalidEncoding"
+        assert "not UTF-8" in (dead[message_id].dead_letter_error_description or "")
+        assert dead[message_id].delivery_count == 1  # the app's own dead letter, not the broker's
+    assert "byte 0xff at offset 33" in (dead["latin-1"].dead_letter_error_description or "")
+    alerts = app.alerts()
+    assert sorted(a["Reason"].split(":")[0] for a in alerts) == [
+        "InvalidEncoding on orders message binary",
+        "InvalidEncoding on orders message latin-1",
+    ]
+    assert {a["Event"] for a in alerts} == {"SubmissionRejected"}
+    assert app.states.get("o-1") is None and app.ports().orders.get("o-1") is None
+
+
 def test_an_order_from_an_app_that_is_not_registered_is_refused(app: App) -> None:
     app.submit(submission("o-1", app="app-z"))
     app.run_until(lambda: bool(app.dead_letters("orders")))

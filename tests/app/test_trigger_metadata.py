@@ -1,9 +1,11 @@
 """What a message's body can set of its trigger metadata, and that the app never trusts it.
 
-The Functions host binds a JSON body's top-level properties over the Service Bus extension's
-own values, case-insensitively, and devhost binds them the same way (``harness/devhost/bindings.py``):
-a body naming ``DeliveryCount`` or ``LockToken`` sets what the function reads as its delivery
-count or lock token. These run the deployment package in a worker process, as on Azure.
+For a body it binds as text, the Functions host binds the JSON body's top-level properties over
+the Service Bus extension's own values, case-insensitively, and devhost binds them the same way
+(``harness/devhost/bindings.py``): a body naming ``DeliveryCount`` or ``LockToken`` would set what
+the function reads as its delivery count or lock token. The app's triggers take the body as bytes
+(``function_app.BODY_AS_SENT``), from which the host binds nothing, and still refuse such a body.
+These run the deployment package in a worker process, as on Azure.
 """
 
 import json
@@ -43,9 +45,17 @@ def test_an_order_whose_body_sets_trigger_metadata_is_never_acted_on(app: App, s
     assert [a["Event"] for a in alerts] == ["MessageRejected"]  # once, not once per delivery
     reason = alerts[0]["Reason"]
     assert "MetadataInBody" in reason and SPELLINGS[spelling] in reason
-    # The ID the function reads is the body's when the body sets it, and the alert says so.
-    named = "message 99 (set by the body" if SPELLINGS[spelling] == "MessageId" else "message forged-1 "
-    assert named in reason
+    # The ID the function reads is the broker's, even where the body names a MessageId.
+    assert "message forged-1 " in reason
+
+
+def test_every_service_bus_trigger_takes_the_body_as_the_bytes_sent(app: App) -> None:
+    """As bytes, the host neither decodes a body lossily nor binds its properties over the metadata."""
+    triggers = {f.name: f.trigger for f in app.host.functions if f.trigger_type == "serviceBusTrigger"}
+    assert sorted(triggers) == ["agent_reply", "submit_order"]
+    assert {name: str(t.get("dataType")).lower() for name, t in triggers.items()} == dict.fromkeys(
+        triggers, "binary"
+    )
 
 
 def test_a_reply_whose_body_sets_trigger_metadata_raises_no_event(app: App) -> None:

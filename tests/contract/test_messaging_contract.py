@@ -182,6 +182,16 @@ def test_a_dead_letter_is_resubmitted_to_its_queue_under_a_new_id(rig: Rig) -> N
     assert rig.messaging.peek(rig.dead_letters, 10) == []
 
 
+def test_a_dead_letter_that_is_not_utf8_is_resubmitted_byte_for_byte(rig: Rig) -> None:
+    """What `ops dlq resubmit` does with an InvalidEncoding dead letter: moves it, not fails on it."""
+    rig.messaging.send(rig.queue, b"\xff\xfe{not utf-8}", message_id="m-1")
+    [message] = rig.receive_all(1)
+    rig.messaging.dead_letter(rig.queue, message.lock_token, "InvalidEncoding", "the body is not UTF-8 JSON")
+    assert rig.messaging.resubmit_dead_letter(rig.queue, "m-1")
+    [back] = rig.receive_all(1)
+    assert back.body == b"\xff\xfe{not utf-8}"
+
+
 def test_competing_receivers_get_each_message_once(rig: Rig) -> None:
     total = 60
     for n in range(total):

@@ -87,9 +87,38 @@ def test_a_body_too_deep_for_pythons_parser_is_still_bound() -> None:
     assert body.string.startswith("[[[") and metadata["DeliveryCount"].json == "2"
 
 
-def test_a_body_that_is_not_utf8_fails_the_binding() -> None:
-    with pytest.raises(bindings.UndecodableBody, match="m-1"):
-        bindings.servicebus_message(_message(b"\xff\xfe not text"))
+def test_a_body_that_is_not_utf8_is_bound_as_text_lossily_never_failing() -> None:
+    """As the extension's ``MessageToStringConverter``: .NET's UTF-8 with U+FFFD for each invalid
+    sequence, so the function runs and reads a body that was never sent."""
+    body, metadata = bindings.servicebus_message(_message(b'{"Customer": "Caf\xe9", "x": "\xf0\x9f"}'))
+    assert body.string == '{"Customer": "Caf\ufffd", "x": "\ufffd"}'
+    assert metadata["Customer"].string == "Caf\ufffd"
+    decoded = ServiceBusMessageInConverter.decode(
+        Datum.from_typed_data(body), trigger_metadata=_datums(metadata)
+    )
+    assert decoded.get_body() == '{"Customer": "Caf\ufffd", "x": "\ufffd"}'.encode()
+
+
+def test_a_binary_trigger_gets_the_bytes_sent_and_no_body_property_over_its_metadata() -> None:
+    """``dataType: binary``: ``MessageToByteArrayConverter``, and the host's ``ApplyBindingData``
+    binds properties from a string only."""
+    sent = b'{"DeliveryCount": 99, "MessageId": "forged", "Customer": "Caf\xe9"}'
+    body, metadata = bindings.servicebus_message(_message(sent), bindings.BINARY)
+    assert body.WhichOneof("data") == "bytes" and "Customer" not in metadata
+    decoded = ServiceBusMessageInConverter.decode(
+        Datum.from_typed_data(body), trigger_metadata=_datums(metadata)
+    )
+    assert decoded.get_body() == sent
+    assert (decoded.delivery_count, decoded.message_id, decoded.lock_token) == (2, "m-1", "lock-1")
+
+
+@pytest.mark.parametrize(
+    ("declared", "bound"),
+    [(None, "string"), ("string", "string"), ("BINARY", "binary"), ("Binary", "binary")],
+)
+def test_the_data_type_is_read_as_the_host_reads_it(declared: str | None, bound: str) -> None:
+    trigger = {"type": "serviceBusTrigger"} | ({"dataType": declared} if declared else {})
+    assert bindings.servicebus_data_type(trigger) == bound
 
 
 def test_a_timer_without_its_monitor_has_no_schedule_status() -> None:

@@ -99,6 +99,18 @@ def test_an_unsupported_binding_and_a_missing_setting_are_errors(
         _start(loop, app_dir, tmp_path)
 
 
+def test_a_service_bus_body_devhost_cannot_bind_is_a_start_up_error(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    app_dir = _write_app(
+        tmp_path / "stream_app",
+        "@app.service_bus_queue_trigger(arg_name='m', queue_name='q', connection='S', data_type='STREAM')\n"
+        "def as_stream(m: func.ServiceBusMessage) -> None:\n    pass\n",
+    )
+    with pytest.raises(IndexingError, match=r"as_stream: .*binary or string, not dataType 'STREAM'"):
+        _start(loop, app_dir, tmp_path)
+
+
 def test_http_trigger_with_route_parameters_and_query(sample: Sample) -> None:
     status, text = sample.http("GET", "/api/hello/bob?q=42")
     assert status == 200

@@ -546,6 +546,62 @@ def test_a_new_setting_in_the_code_is_required_everywhere(root: Path, clean: Pat
     assert_fails(root, "local.settings.sample.json", "does not set SAS_NEW_KNOB", clean=clean)
 
 
+# --- settings: the sample is what the deployment sets (issue 51) -------------------------------
+
+
+def set_sample(root: Path, name: str, value: str) -> None:
+    sample = root / "local.settings.sample.json"
+    document = json.loads(sample.read_text())
+    document["Values"][name] = value
+    sample.write_text(json.dumps(document, indent=2) + "\n")
+
+
+@needs_bicep
+def test_a_sample_value_that_drifted_from_the_bicep_fails(root: Path, clean: Path) -> None:
+    """The bug of issue 51: the Bicep and settings.py moved to 30 s and 150, the sample kept 300 and 20."""
+    set_sample(root, "SAS_POSTPONE_LIMIT", "20")
+    assert_fails(
+        root,
+        "local.settings.sample.json",
+        'SAS_POSTPONE_LIMIT="20"',
+        "Function App",
+        'sets "150"',
+        clean=clean,
+    )
+
+
+@needs_bicep
+def test_an_agent_value_that_drifted_fails_too(root: Path, clean: Path) -> None:
+    set_sample(root, "AGENT_BREAKER_FAILURES", "3")
+    assert_fails(root, 'AGENT_BREAKER_FAILURES="3"', "agent Container App", 'sets "5"', clean=clean)
+
+
+@needs_bicep
+def test_a_bicep_setting_the_sample_lacks_fails(root: Path, clean: Path) -> None:
+    edit(
+        function_app_file(root),
+        "    SAS_PROFILE: 'azure'",
+        "    SAS_PROFILE: 'azure'\n    WEBSITE_TIME_ZONE: 'UTC'",
+    )
+    assert_fails(
+        root, "local.settings.sample.json", "does not set WEBSITE_TIME_ZONE", "functionapp.bicep", clean=clean
+    )
+
+
+@needs_bicep
+def test_a_sample_setting_nobody_knows_fails(root: Path, clean: Path) -> None:
+    set_sample(root, "SAS_POSTPONE_MAXIMUM_SECONDS", "30")  # a misspelt name: read by nothing
+    assert_fails(root, "local.settings.sample.json", "SAS_POSTPONE_MAXIMUM_SECONDS", "neither", clean=clean)
+
+
+@needs_bicep
+def test_a_listed_local_value_that_no_longer_differs_is_stale(root: Path, clean: Path) -> None:
+    set_sample(root, "SAS_LEADER_LEASE_SECONDS", "45")
+    assert_fails(
+        root, "policy.py", "SAMPLE_LOCAL_VALUES lists SAS_LEADER_LEASE_SECONDS", 'sets "45"', clean=clean
+    )
+
+
 @needs_bicep
 def test_an_agent_setting_missing_from_the_container_app_fails(root: Path, clean: Path) -> None:
     delete_line(declaring(root, "Microsoft.App/containerApps"), r"'AGENT_CONCURRENCY'|AGENT_CONCURRENCY:")

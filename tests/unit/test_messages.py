@@ -55,11 +55,30 @@ def test_invalid_submissions_are_refused_with_a_reason(changes: dict[str, object
 
 def test_malformed_and_oversized_bodies_are_refused() -> None:
     with pytest.raises(InvalidMessage) as caught:
-        parse_message(OrderSubmission, b"\xff{not json")
+        parse_message(OrderSubmission, b"{not json")
     assert caught.value.reason == "InvalidSchema"
     with pytest.raises(InvalidMessage) as caught:
         parse_message(OrderSubmission, b" " * (MAX_MESSAGE_BYTES + 1))
     assert caught.value.reason == "MessageTooLarge"
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (b"\xff{not json", "byte 0xff at offset 0 (invalid start byte)"),
+        # A valid order but for one Latin-1 byte: read lossily, as U+FFFD, it would pass the schema.
+        (body().encode().replace(b'"Contoso"', b'"Caf\xe9"'), "byte 0xe9 at offset"),
+        (b'{"OrderID": "o-1\xed\xa0\x80"}', "byte 0xed at offset 16"),  # a UTF-16 surrogate, as UTF-8
+    ],
+)
+def test_a_body_that_is_not_utf8_is_refused_as_such(raw: bytes, where: str) -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        parse_message(OrderSubmission, raw)
+    assert caught.value.reason == "InvalidEncoding"
+    assert (
+        caught.value.description.startswith("the body is not UTF-8 JSON: ")
+        and where in caught.value.description
+    )
 
 
 def test_the_order_hash_covers_the_immutable_data_only() -> None:

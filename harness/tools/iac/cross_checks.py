@@ -87,6 +87,8 @@ def check(root: Path, deployment: Deployment | None, report: Report) -> None:
         _check_profile(target, report)
     for target in [*agent_targets, *([sample] if sample else [])]:
         _check_settings(target, _field_requirements(code.agent_fields, target.kind, "AgentSettings"), report)
+    if sample is not None and deployment is not None:
+        _check_sample_mirrors(sample, [*app_targets, *agent_targets], code, report)
     emulator = emulator_queues(root, report)
     bicep = bicep_queues(deployment, report) if deployment is not None else None
     targets = [*app_targets, *agent_targets, *([sample] if sample else [])]
@@ -205,6 +207,123 @@ def _check_profile(target: Target, report: Report) -> None:
             f"{target.label} sets {PROFILE_SETTING}={value}",
             f"set {PROFILE_SETTING}={expected} there",
         )
+
+
+# --- the sample mirrors the deployment -----------------------------------------------------------
+
+
+def _check_sample_mirrors(sample: Target, deployed: list[Target], code: Code, report: Report) -> None:
+    """``local.settings.sample.json`` holds what the deployment sets (docs/deploying.md): each value
+    the Bicep sets, else the code's default; every setting the Bicep sets; nothing that neither the
+    code nor the Bicep knows. The exceptions are policy.SAMPLE_LOCAL_VALUES, AZURE_ONLY_SETTINGS
+    and SAMPLE_ONLY_SETTINGS, each with its reason; a listed value that no longer differs is stale."""
+    defaults = {f.alias: f.default for f in [*code.app_fields, *code.agent_fields]}
+    placeholders = {name for binding in code.bindings for name in binding.placeholders}
+    in_code = set(defaults) | placeholders | set(_connections(code))
+    setters: dict[str, list[Target]] = {}
+    for target in deployed:
+        for name in target.values:
+            setters.setdefault(name, []).append(target)
+    for name, value in sample.values.items():
+        where = sample.lines.get(name) or sample.line
+        if name not in in_code and name not in setters:
+            if name not in policy.SAMPLE_ONLY_SETTINGS:
+                report.add(
+                    sample.file,
+                    where,
+                    f"{sample.label} sets {name}, which neither the code (Settings, AgentSettings, "
+                    "function_app.py) nor the Bicep knows",
+                    "remove it, or list it in harness/tools/iac/policy.py SAMPLE_ONLY_SETTINGS with why",
+                )
+            continue
+        _check_sample_value(
+            sample, name, value, targets=setters.get(name, []), defaults=defaults, report=report
+        )
+    for name, targets in sorted(setters.items()):
+        if name in sample.values or name in in_code:  # a missing alias is the requirements' to report
+            continue
+        connection = name.split("__")[0]
+        if "__" in name and connection in sample.values and connection in policy.SAMPLE_LOCAL_VALUES:
+            continue  # a part of a connection the sample sets as the local emulator's string
+        if name in policy.AZURE_ONLY_SETTINGS:
+            continue
+        target = targets[0]
+        report.add(
+            sample.file,
+            sample.line,
+            f"{sample.label} does not set {name}, which {target.label} sets "
+            f"({target.file}:{target.lines.get(name) or target.line})",
+            f"add {name} with the deployment's value, or list it in harness/tools/iac/policy.py "
+            "AZURE_ONLY_SETTINGS with the reason",
+        )
+    for name in sorted(set(policy.SAMPLE_LOCAL_VALUES) - set(sample.values)):
+        report.add(
+            "harness/tools/iac/policy.py",
+            None,
+            f"SAMPLE_LOCAL_VALUES lists {name}, which {sample.label} does not set",
+            "drop it from the list",
+        )
+
+
+def _check_sample_value(
+    sample: Target, name: str, value: Any, *, targets: list[Target], defaults: dict[str, Any], report: Report
+) -> None:
+    """The sample's value of one setting against the deployment's (where it is known offline),
+    else the code's default."""
+    where = sample.lines.get(name) or sample.line
+    known = [(t, t.values[name]) for t in targets if not isinstance(t.values[name], Unknown)]
+    if known:
+        target, deployed = next(((t, v) for t, v in known if not _same_text(value, v)), known[0])
+        differs, wanted = not _same_text(value, deployed), _text(deployed)
+        source = f"{target.label} sets {json.dumps(wanted)}"
+    elif name in defaults and defaults[name] is not None:
+        differs = not _same_default(value, defaults[name])
+        source = f"its default in the code is {json.dumps(_text(defaults[name]))}"
+        wanted = _text(defaults[name])
+    else:
+        differs, source, wanted = True, "the deployment's value is known only when deployed", ""
+    listed = policy.SAMPLE_LOCAL_VALUES.get(name)
+    if listed is not None:
+        if not differs:
+            report.add(
+                "harness/tools/iac/policy.py",
+                None,
+                f"SAMPLE_LOCAL_VALUES lists {name} ({listed}), but {sample.label}'s value is the "
+                f"deployment's ({source})",
+                "drop it from the list, so that a change on either side is caught",
+            )
+        return
+    if differs:
+        fix = f"set it to {json.dumps(wanted)}" if wanted else "set it to what the deployment sets"
+        report.add(
+            sample.file,
+            where,
+            f"{sample.label} sets {name}={json.dumps(_text(value))}, but {source}",
+            f"{fix}, or list {name} in harness/tools/iac/policy.py SAMPLE_LOCAL_VALUES with why it "
+            "differs locally",
+        )
+
+
+def _text(value: Any) -> str:
+    """A setting as the environment holds it: text, a bool as JSON writes it."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _same_text(value: Any, deployed: Any) -> bool:
+    return _text(value) == _text(deployed)
+
+
+def _same_default(value: Any, default: Any) -> bool:
+    """The sample's text against a Field's literal default, as pydantic reads the text."""
+    text = _text(value)
+    if isinstance(default, bool):
+        return text.lower() == _text(default)
+    if isinstance(default, int | float):
+        try:
+            return float(text) == float(default)
+        except ValueError:
+            return False
+    return text == _text(default)
 
 
 def sample_target(root: Path, report: Report) -> Target | None:

@@ -54,6 +54,52 @@ OPTIONAL_SETTINGS: dict[str, tuple[frozenset[str], str]] = {
     ),
 }
 
+# local.settings.sample.json is the deployment's settings for Core Tools against the emulators
+# (docs/deploying.md "What local.settings.sample.json holds"): each value the Bicep sets (the
+# Function App's and the agent Container App's), else the code's default; every setting the Bicep
+# sets; nothing neither knows (cross_checks.py). Only these differ, each with its reason: someone
+# following the sample runs what Azure runs, not a knob that drifted (a 300 s postponement once).
+SAMPLE_LOCAL_VALUES: dict[str, str] = {
+    "SAS_PROFILE": "emulators here, azure there (cross_checks.py checks both)",
+    "SAS_STARTER_SCHEDULE": "faster timers locally: the starter every 5 s, not 10",
+    "SAS_SUPERVISOR_SCHEDULE": "faster timers locally: the Supervisor every 15 s, not 30",
+    "SAS_LEADER_LEASE_SECONDS": "past the local Supervisor's 15 s period, as Azure's 45 s is past its 30 s",
+    "SAS_AUTH_AUTHORITY": "the local issuer (harness/standins/local_issuer.py), not Entra ID",
+    "SAS_AUTH_TENANT_ID": "the local issuer's tenant; in Azure the deployment's own",
+    "SAS_AUTH_AUDIENCE": "the local issuer's front end audience; in Azure frontEndClientId",
+    "SAS_SUBMITTERS": "the local apps app-a and app-b, whose tokens the local issuer signs",
+    # Connections: in Azure X__<endpoint>, X__credential and X__clientId (a managed identity); here
+    # X, the emulator's connection string. X listed here stands for those parts of the Bicep's too.
+    "AzureWebJobsStorage": "Azurite (UseDevelopmentStorage=true) for the host's storage",
+    "ServiceBusConnection": "the Service Bus emulator's documented development connection string",
+    "CosmosDBConnection": "the Cosmos DB emulator's well-known endpoint and key",
+    "SqlConnection": "the compose SQL Server with its dev-only sa login; in Azure the managed identity",
+    "CompensationLogConnection": "Azurite's table service",
+    "LeaseStorageConnection": "Azurite's blob service",
+}
+# Settings the deployment sets that the sample leaves out, and why (besides OPTIONAL_SETTINGS'
+# local ones, and the parts of a connection listed in SAMPLE_LOCAL_VALUES).
+_TELEMETRY_FILES = "no Application Insights locally: telemetry goes to files"
+# durableBackend=durableTaskScheduler: the sample keeps the task hub in Azurite, and docs/deploying.md
+# "Choosing the Durable backend" says what to add for the Durable Task Scheduler emulator.
+_AZURE_STORAGE_BACKEND = "the sample runs the azureStorage backend (Azurite, host.json's bundle)"
+AZURE_ONLY_SETTINGS: dict[str, str] = {
+    "APPLICATIONINSIGHTS_CONNECTION_STRING": _TELEMETRY_FILES,
+    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": _TELEMETRY_FILES,
+    "AzureFunctionsJobHost__extensions__durableTask__hubName": _AZURE_STORAGE_BACKEND,
+    "AzureFunctionsJobHost__extensions__durableTask__storageProvider__type": _AZURE_STORAGE_BACKEND,
+    "AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName": (
+        _AZURE_STORAGE_BACKEND
+    ),
+    "DURABLE_TASK_SCHEDULER_CONNECTION_STRING": _AZURE_STORAGE_BACKEND,
+    "AzureFunctionsJobHost__extensionBundle__id": _AZURE_STORAGE_BACKEND,
+    "AzureFunctionsJobHost__extensionBundle__version": _AZURE_STORAGE_BACKEND,
+}
+# Settings the sample sets that neither the code nor the Bicep knows, and why.
+SAMPLE_ONLY_SETTINGS: dict[str, str] = {
+    "FUNCTIONS_WORKER_RUNTIME": "Core Tools needs it; Flex Consumption has the runtime in functionAppConfig",
+}
+
 # Settings the platform sets and a deployment must never set. The front end no longer reads
 # WEBSITE_AUTH_ENABLED (it verifies tokens itself, E16); set by hand it would still misreport
 # whether App Service Authentication is on, to anything else that reads it.
