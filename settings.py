@@ -135,9 +135,12 @@ class Settings(ServiceBusSettings):
     max_in_flight: int = Field(50, alias="SAS_MAX_IN_FLIGHT", ge=1)
     # C3: the front end answers 429 while this many orders wait to be claimed.
     backlog_threshold: int = Field(500, alias="SAS_BACKLOG_THRESHOLD", ge=1)
+    # Retry-After before any drain is measured (or the next read of the backlog, if later).
     backlog_retry_after_seconds: int = Field(5, alias="SAS_BACKLOG_RETRY_AFTER_SECONDS", ge=1)
-    # The orders queue's active-message count, read at most this often per process (C3): a burst
-    # is counted from the front end's own admissions between two reads.
+    # The backlog (the orders queue's active messages, the Pending count, the in-flight slots),
+    # read at most once per this many seconds per process, on a fixed grid (C3): a burst is
+    # counted from the front end's own admissions between two reads, and Retry-After sends a
+    # caller back to a read. Each read is billed (docs/capacity.md "A Retry-After a caller can keep").
     queue_depth_cache_seconds: float = Field(5, alias="SAS_QUEUE_DEPTH_CACHE_SECONDS", gt=0, le=300)
     # Azure: the orders queue's ARM resource ID, whose countDetails the front end reads with the
     # Reader role on that queue alone (docs/design.md "Admission control"). Unset: the count comes

@@ -7,7 +7,8 @@ An app submits for itself, hears back on its own status queue and sees only its 
 
 Backpressure is visible to the submitter: while the backlog (the orders queue's active messages
 plus the Pending records, ``services.admission``) passes the threshold, new submissions get 429
-with a Retry-After from the measured drain rate, instead of silently growing the queue.
+with a Retry-After instead of silently growing the queue: the time until the front end reads the
+backlog again and the measured drain has made room for the caller, room then kept for it.
 """
 
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from domain.errors import DependencyUnavailable
 from domain.messages import InvalidMessage, OrderSubmission, QueuedOrder, parse_message
 from domain.record import START_STEP
 from domain.states import ProcessState
+from services.admission import Refusal
 from services.context import Ports
 from services.submit_order import conflict_detail
 
@@ -99,7 +101,7 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
     # postponed copies ran out, this repeat is what brings it in; if not, it is one more
     # idempotent copy.
     if stored is None or transitions.is_awaiting_order_row(stored.record):
-        backlog = _backlog(ports)
+        backlog = _backlog(order.OrderID, ports)
         if backlog is not None:
             return backlog
         # The MessageId names the order's content: a repeat is dropped by duplicate detection, a
@@ -111,7 +113,7 @@ def accept_order(body: bytes, headers: Mapping[str, str], ports: Ports, base_url
             correlation_id=order.OrderID,
         )
         if ports.admission is not None:
-            ports.admission.admitted()
+            ports.admission.admitted(order.OrderID)
     status_url = f"{base_url}/orders/{order.OrderID}"
     return Reply(202, {"OrderID": order.OrderID, "statusUrl": status_url}, {"Location": status_url})
 
@@ -127,23 +129,26 @@ def unavailable(outage: DependencyUnavailable, ports: Ports) -> Reply:
     return _error(503, "ServiceUnavailable", str(outage), {"Retry-After": retry_after})
 
 
-def _backlog(ports: Ports) -> Reply | None:
+def _backlog(order_id: str, ports: Ports) -> Reply | None:
     """429 with Retry-After while too many orders wait: queued or Pending (C3)."""
-    settings = ports.settings
-    fallback = settings.backlog_retry_after_seconds
-    if ports.admission is None:
-        backlog = Backlog(0, ports.states.count_in_states(frozenset({ProcessState.PENDING})))
-        retry_after = fallback
-    else:
-        backlog = ports.admission.backlog()
-        retry_after = ports.admission.retry_after(backlog, settings.backlog_threshold, fallback)
-    if backlog.total < settings.backlog_threshold:
+    refusal = _refusal(order_id, ports)
+    if refusal is None:
         return None
-    detail = (
-        f"{backlog.total} orders are waiting ({backlog.queued} queued, {backlog.pending} pending);"
-        f" try again in {retry_after}s"
-    )
+    backlog, retry_after = refusal.backlog, refusal.retry_after
+    waiting = f"{backlog.total} orders are waiting ({backlog.queued} queued, {backlog.pending} pending)"
+    if refusal.promised:
+        waiting += f", and room is kept for callers told to come back before you: {refusal.promised}"
+    detail = f"{waiting}; try again in {retry_after}s"
     return _error(429, "Backlog", detail, {"Retry-After": str(retry_after)})
+
+
+def _refusal(order_id: str, ports: Ports) -> Refusal | None:
+    settings = ports.settings
+    threshold, fallback = settings.backlog_threshold, settings.backlog_retry_after_seconds
+    if ports.admission is not None:
+        return ports.admission.refusal(order_id, threshold, fallback)
+    pending = ports.states.count_in_states(frozenset({ProcessState.PENDING}))
+    return None if pending < threshold else Refusal(Backlog(0, pending), 0, fallback)
 
 
 def order_view(order_id: str, headers: Mapping[str, str], ports: Ports) -> Reply:

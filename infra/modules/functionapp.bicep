@@ -275,7 +275,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     LeaseStorageConnection__clientId: identityClientId
     // Queues (servicebus.bicep) and their delivery counts.
     SAS_ORDERS_QUEUE: ordersQueueName
-    // C3: the front end's backlog counts this queue's active messages (Reader on it: rbac.bicep).
+    // C3: the front end's backlog counts this queue's active messages (Reader on it: rbac.bicep),
+    // read once per 5 s per instance; Retry-After sends a refused caller back to such a read.
     SAS_ORDERS_QUEUE_RESOURCE_ID: ordersQueueId
     SAS_QUEUE_DEPTH_CACHE_SECONDS: '5'
     SAS_ORDERS_MAX_DELIVERIES: string(ordersMaxDeliveries)
