@@ -100,7 +100,14 @@ async def _open(url: str) -> tuple[Any, Any, Any]:
 async def _above_the_fold(page: Any, selector: str) -> None:
     """Seen without scrolling: the element's box ends within the laptop's viewport."""
     await page.evaluate("window.scrollTo(0, 0)")
-    box = await page.locator(selector).first.bounding_box()
+    element = page.locator(selector).first
+    box = None
+    # The page redraws its panels each second: a row found a moment ago may be the one replaced
+    # since, whose box is then None. Each look waits for the row drawn now.
+    for _ in range(3):
+        await element.wait_for(state="visible")
+        if (box := await element.bounding_box()) is not None:
+            break
     assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= LAPTOP["height"], (selector, box)
 
 
